@@ -27,6 +27,8 @@ def resolve_device(device: str = "auto") -> str:
     """
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; accepted: {', '.join(DEVICES)}")
+    if device == "cpu":
+        return "cpu"  # no torch import: keeps the pipeline's no-op path fast
     import torch
 
     has_cuda = torch.cuda.is_available()

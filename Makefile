@@ -1,0 +1,90 @@
+# The whole workflow. Every target works from a fresh clone: the environment is created from
+# the pinned versions in requirements.lock the first time it is needed.
+#
+#   make book                      execute all chapters (default profile) and build the HTML
+#   make test                      the whole test suite (smoke execution, book build, browser)
+#   make execute PROFILE=smoke|default|paper DEVICE=auto|cpu|cuda [NOTEBOOKS="a b"]
+#   make html PROFILE=...          build the HTML of a profile from its executed chapters
+#   make bench                     benchmarks (speed and scale, printed as ratios)
+
+SHELL       := /bin/bash
+PYTHON      ?= python3
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.installed
+PROFILE     ?= default
+RESOLVED_DEVICE ?= $(DEVICE)
+DEVICE      ?= auto
+ALL_NOTEBOOKS := $(sort $(notdir $(basename $(filter-out notebooks/README.md,$(wildcard notebooks/*.md)))))
+NOTEBOOKS   ?= $(ALL_NOTEBOOKS)
+ifeq ($(PROFILE),default)
+HTML_OUT    := book
+else
+HTML_OUT    := build/$(PROFILE)
+endif
+
+.PHONY: book execute html test unit bench chromium env lock clean help
+
+help:
+	@sed -n '1,12p' Makefile | sed 's/^# \{0,1\}//'
+
+# --- environment ---------------------------------------------------------------------------
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+env: $(STAMP)
+
+# Regenerate the lock from the current environment (maintainers only; commit the result and
+# keep environment.yml in step: tests/test_environment.py checks the two agree).
+lock: $(STAMP)
+	$(PY) -m pip freeze --exclude-editable --all | grep -vE '^pip==' \
+	  | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/' > requirements.lock.tmp
+	mv requirements.lock.tmp requirements.lock
+	$(PY) tools/sync_environment.py
+
+# --- execution -----------------------------------------------------------------------------
+# Arguments are validated once, before anything runs; each chapter is its own target so that
+# `make -j2 execute` runs two at a time. A failing chapter does not stop the others (-k); the
+# report at the end lists failures and sets the exit status.
+execute: $(STAMP)
+	@dev=$$($(PY) -m moe_routing.pipeline validate --profile '$(PROFILE)' --device '$(DEVICE)' \
+	        --print-device $(NOTEBOOKS)) || exit 2; \
+	$(MAKE) --no-print-directory -k $(addprefix run-,$(NOTEBOOKS)) RESOLVED_DEVICE=$$dev; rc=$$?; \
+	$(PY) -m moe_routing.pipeline stage --profile '$(PROFILE)' >/dev/null || exit 1; \
+	$(PY) -m moe_routing.pipeline report --profile '$(PROFILE)' $(NOTEBOOKS) || exit 1; exit $$rc
+
+run-%:
+	@$(PY) -m moe_routing.pipeline run --profile '$(PROFILE)' --device '$(RESOLVED_DEVICE)' $*
+
+html: $(STAMP)
+	@$(PY) -m moe_routing.pipeline validate --profile '$(PROFILE)' --device cpu >/dev/null
+	@src=$$($(PY) -m moe_routing.pipeline stage --profile '$(PROFILE)') && \
+	$(VENV)/bin/jupyter-book build "$$src" --path-output '$(HTML_OUT)' -W --keep-going -q
+	@echo "HTML: $(HTML_OUT)/_build/html/index.html"
+
+book:
+	@$(MAKE) --no-print-directory execute PROFILE=default
+	@$(MAKE) --no-print-directory html PROFILE=default
+
+# --- tests ---------------------------------------------------------------------------------
+# Debian's chromium drives the rendered-book checks; installed here when missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq chromium >/dev/null; \
+	  else echo "error: chromium is missing; install Debian's package 'chromium' (needs root)" >&2; exit 1; fi; }
+
+test: $(STAMP) chromium
+	$(PY) -m pytest -q
+
+unit: $(STAMP)
+	$(PY) -m pytest -q -m "not book"
+
+bench: $(STAMP)
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf build book/_build

@@ -1,0 +1,177 @@
+"""Pages generated from a run: execution status (provenance) and the reproduction ledger.
+
+They are written into the staged book source on every ``stage``; nothing here executes a
+notebook.  The ledger joins the claims every notebook recorded (``artifacts/*/claims.json``)
+with the registry of all the papers' claims, so a claim no chapter has measured yet is listed as
+*pending* instead of silently missing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from .ledger import VERDICTS, load_claims, registry
+
+VERDICT_BADGE = {"reproduced": "✅ reproduced", "partly": "◐ partly",
+                 "not reproduced": "❌ not reproduced", "our extension": "➕ our extension",
+                 "pending": "… pending"}
+
+
+def _cell(text: object) -> str:
+    """Make text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+
+
+def _anchor(claim_id: str) -> str:
+    return "ledger-" + claim_id.lower().replace(" ", "-")
+
+
+def _chapter_link(row: dict) -> str:
+    return f"[{row['notebook']}](../chapters/{row['notebook']}.ipynb)" if row["notebook"] else ""
+
+
+def _title(md_path: Path) -> str:
+    for line in md_path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return md_path.stem
+
+
+def status_page(project, profile: str, states: dict[str, dict | None]) -> str:
+    lines = [
+        "# Execution status",
+        "",
+        f"Every chapter of this build was executed by the book pipeline with the **`{profile}`** "
+        "profile (parameters in `notebooks/params/" + profile + ".yaml`). A chapter is "
+        "re-executed only when its source, its parameters, the lock file or the package "
+        "source changed; the table shows the run whose outputs you are reading.",
+        "",
+        "| Chapter | Status | Device | torch | Commit | Wall time | Finished (UTC) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    errors = []
+    for name in project.notebook_names():
+        st = states.get(name)
+        title = _title(project.notebook_path(name))
+        link = f"[{_cell(title)}](../chapters/{name}.ipynb)"
+        if st is None:
+            lines.append(f"| {link} | not executed | | | | | |")
+            continue
+        prov = st.get("provenance", {})
+        status = "✅ ok" if st["status"] == "ok" else "❌ " + st["status"]
+        lines.append(
+            f"| {link} | {status} | {_cell(prov.get('device_name', ''))} | "
+            f"{_cell(prov.get('torch_version', ''))} | `{_cell(prov.get('git_commit', ''))}` | "
+            f"{st.get('wall_s', 0):.1f} s | {_cell(st.get('finished_at', ''))} |")
+        if st.get("error"):
+            errors.append(f"- **{_cell(title)}**: `{_cell(st['error'])}`")
+    total = sum((s or {}).get("wall_s", 0) for s in states.values())
+    lines += ["", f"Total execution time of the listed runs: {total:.1f} s."]
+    if errors:
+        lines += ["", "## Failures", "", "The outputs shown for these chapters, if any, are "
+                  "those of their last successful run.", "", *errors]
+    return "\n".join(lines) + "\n"
+
+
+def ledger_rows(project, profile: str) -> list[dict]:
+    """One row per claim: recorded ones with their measurement, the others as pending."""
+    recorded = {c["id"]: c for c in load_claims(project.build_dir(profile) / "artifacts")}
+    rows = []
+    for cid, entry in registry().items():
+        if cid in recorded:
+            rows.append(recorded[cid])
+        else:
+            rows.append({"id": cid, "paper": entry["paper"], "where": entry["where"],
+                         "claim": entry["claim"], "measured": "", "verdict": "pending",
+                         "notebook": "", "note": entry.get("criterion", "")})
+    rows += [c for cid, c in sorted(recorded.items()) if cid not in registry()]
+    return rows
+
+
+def ledger_page(project, profile: str) -> str:
+    rows = ledger_rows(project, profile)
+    counts = Counter(r["verdict"] for r in rows)
+    summary = ", ".join(f"{counts[v]} {v}" for v in (*VERDICTS, "pending") if counts[v])
+    out = [
+        "# Reproduction ledger",
+        "",
+        "Every claim of the two papers, confronted with what this book measured. Each row is "
+        "written by the chapter that made the measurement (the `measured` text is built from "
+        "the executed cell's values) and gathered here at build time; rows marked *pending* "
+        f"are claims no executed chapter has measured yet. Profile of this build: **`{profile}`**.",
+        "",
+        f"**Summary:** {summary}.",
+        "",
+        "Verdicts: *reproduced* — our measurement shows the claim; *partly* — it shows part of "
+        "it, or only under conditions we state; *not reproduced* — our measurement disagrees; "
+        "*our extension* — a claim of the book itself, not of the papers.",
+        "",
+        "The same data, machine-readable: {download}`ledger.json <ledger.json>`.",
+    ]
+    sections = (("A", "Paper A — task routing (arXiv 2606.14398)"),
+                ("B", "Paper B — boundary mass (arXiv 2605.02124)"),
+                ("ours", "The book's own extensions"))
+    for paper, heading in sections:
+        sel = [r for r in rows if r["paper"] == paper]
+        if not sel:
+            continue
+        out += ["", f"## {heading}", "", "| Claim | Where | Verdict | Chapter |",
+                "|---|---|---|---|"]
+        for r in sel:
+            out.append(f"| [`{r['id']}`](#{_anchor(r['id'])}) | {_cell(r['where'])} | "
+                       f"{VERDICT_BADGE[r['verdict']]} | {_chapter_link(r)} |")
+        for r in sel:
+            out += ["", f"({_anchor(r['id'])})=", f"### `{r['id']}` — {r['where']}", "",
+                    f"**The paper says.** {r['claim']}", ""]
+            if r["measured"]:
+                out += [f"**We measured.** {r['measured']}", ""]
+                if r.get("note"):
+                    out += [f"*{r['note']}*", ""]
+            else:
+                out += [f"**Not measured yet.** What a reproduction has to show: {r['note']}", ""]
+            out += [f"**Verdict:** {VERDICT_BADGE[r['verdict']]}"
+                    + (f" — recorded in {_chapter_link(r)}." if r["notebook"] else ".")]
+    return "\n".join(out) + "\n"
+
+
+def generated_pages(project, profile: str, states: dict[str, dict | None]) -> dict[str, str]:
+    rows = ledger_rows(project, profile)
+    return {"status.md": status_page(project, profile, states),
+            "ledger.md": ledger_page(project, profile),
+            "ledger.json": json.dumps(rows, indent=2, ensure_ascii=False) + "\n"}
+
+
+def not_executed_notebook(name: str, state: dict | None) -> str:
+    """A page standing in for a chapter with no successful execution, saying so plainly."""
+    import nbformat
+
+    why = f"Its last attempt failed: `{state['error']}`." if state and state.get("error") else \
+        "It has not been executed yet."
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_markdown_cell(
+        f"# {name}\n\nThis chapter has no executed output in this build. {why} "
+        "See the execution status page."))
+    return nbformat.writes(nb)
+
+
+def staged_toc(toc_path: Path, notebook_names: list[str]) -> str:
+    """The book's table of contents without chapters whose notebook does not exist (yet)."""
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    have = {f"chapters/{n}" for n in notebook_names}
+
+    def keep(entry: dict) -> bool:
+        f = entry.get("file", "")
+        return not f.startswith("chapters/") or f in have
+
+    parts = []
+    for part in toc.get("parts", []):
+        chapters = [c for c in part.get("chapters", []) if keep(c)]
+        if chapters:
+            parts.append({**part, "chapters": chapters})
+    toc["parts"] = parts
+    return yaml.safe_dump(toc, sort_keys=False, allow_unicode=True)
+

@@ -1,0 +1,60 @@
+"""Top-two margin Δ(x) and the soft / hard gates of a softmax router.
+
+Δ(x) = a_(1)(x) − a_(2)(x) ≥ 0 (largest minus second-largest logit).  The soft gate at
+temperature τ is π_τ = softmax(a/τ); the hard gate π_0 is the one-hot of argmax a (ties, a
+null set for the routers of this book, go to the lowest index).  The two facts the risk bound
+rests on (paper B §2, our derivation):
+
+    1 − π_{k*,τ} ≤ (K − 1) e^{−Δ/τ},     ‖π_τ − π_0‖_1 ≤ 2 min{1, (K − 1) e^{−Δ/τ}},
+
+with equality 1 − π_{k*,τ} = σ(−Δ/τ) when K = 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _checks
+
+
+def _logits(a) -> np.ndarray:
+    a = np.asarray(a, dtype=float)
+    if a.ndim != 2:
+        raise ValueError(f"logits have shape {a.shape}; accepted: (n, K)")
+    _checks.n_experts(a.shape[1])
+    return a
+
+
+def top_two_margin(logits) -> np.ndarray:
+    """Δ = top logit − second logit, shape (n,).  O(nK) via a partial sort."""
+    a = _logits(logits)
+    if a.shape[1] == 2:
+        return np.abs(a[:, 0] - a[:, 1])
+    top2 = -np.partition(-a, 1, axis=1)[:, :2]  # (n, 2): largest, second largest
+    return top2[:, 0] - top2[:, 1]
+
+
+def soft_gates(logits, tau: float) -> np.ndarray:
+    """softmax(a/τ), shape (n, K); stable for tiny τ (the max is subtracted first)."""
+    a = _logits(logits)
+    t = _checks.temperatures(tau)
+    if t.size != 1:
+        raise ValueError(f"soft_gates takes one temperature; got {t.size}")
+    z = (a - a.max(axis=1, keepdims=True)) / t[0]
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def hard_gates(logits) -> np.ndarray:
+    """One-hot of argmax a, shape (n, K) (ties to the lowest index)."""
+    a = _logits(logits)
+    out = np.zeros_like(a)
+    out[np.arange(a.shape[0]), a.argmax(axis=1)] = 1.0
+    return out
+
+
+def gate_gap_bound(margin, tau: float, n_experts: int) -> np.ndarray:
+    """(K − 1) e^{−Δ/τ}: bound on 1 − π_{k*,τ} (half the bound on ‖π_τ − π_0‖_1)."""
+    K = _checks.n_experts(n_experts)
+    t = _checks.temperatures(tau)[0]
+    return (K - 1) * np.exp(-np.asarray(margin, float) / t)

@@ -1,0 +1,127 @@
+"""Syntactic templates: token strings over Σ ∪ {⋆1, ⋆2} (paper A, §3).
+
+A template τ = w1…wL is a sentence shape with two wildcards: ⋆1 marks the subject (the key of a
+dictionary) and ⋆2 the object (its value).  Each wildcard occurs exactly once and ⋆1 comes
+before ⋆2, so substituting a (subject, object) pair gives exactly one sentence τ[a, b] and every
+sentence of the pair's task reads the key before it has to produce the value.
+
+Spellings accepted when parsing: ``⋆1``/``⋆2`` (the paper's), and the ASCII spellings ``*1``/``*2``
+and ``{s}``/``{o}`` (ours, for keyboards).  They are normalised to ``⋆1``/``⋆2``.
+
+Syntactic tokenisation (ours; the paper does not specify it): a template's text is split into
+words (letters/digits, with inner apostrophes or hyphens: ``isn't``, ``so-called``) and single
+punctuation characters; whitespace only separates.  |τ| counts every token including the two
+wildcards, which matches the paper's reading τ = w1…wL with each wildcard one position: an entity
+fills its slot with exactly one (atomic) token, so a sentence of τ has |τ| tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SUBJECT = "⋆1"
+OBJECT = "⋆2"
+WILDCARDS = (SUBJECT, OBJECT)
+#: every accepted spelling of a wildcard, mapped to the canonical one
+WILDCARD_SPELLINGS = {"⋆1": SUBJECT, "*1": SUBJECT, "{s}": SUBJECT,
+                      "⋆2": OBJECT, "*2": OBJECT, "{o}": OBJECT}
+
+# Words keep inner apostrophes/hyphens; any other non-space, non-quote character is a token of
+# its own.  The double quote is reserved: the tokenizer quotes entity names with it.
+_WORD = r"[^\W_]+(?:['’\-][^\W_]+)*|_+"
+_WORD_RE = re.compile(rf"{_WORD}|[^\w\s\"]")
+_TEMPLATE_RE = re.compile(r"⋆[12]|\*[12]|\{s\}|\{o\}|" + rf"{_WORD}|[^\w\s\"]|\"")
+
+#: punctuation that attaches to the token before it when a sentence is rendered as text
+NO_SPACE_BEFORE = frozenset(".,;:!?)]}%")
+#: punctuation that attaches to the token after it
+NO_SPACE_AFTER = frozenset("([{")
+
+
+def split_words(text: str) -> list[str]:
+    """Syntactic tokens of ``text`` (no wildcards, no quotes): words and punctuation marks."""
+    if '"' in text:
+        raise ValueError(f"syntactic text may not contain a double quote (reserved for entity "
+                         f"names): {text!r}")
+    return _WORD_RE.findall(text)
+
+
+@dataclass(frozen=True)
+class Template:
+    """One template τ: its tokens, with the canonical wildcards ``⋆1`` and ``⋆2`` as tokens.
+
+    ``subject_pos``/``object_pos`` are the 0-based positions of the wildcards in ``tokens``.
+    """
+
+    tokens: tuple[str, ...]
+
+    def __post_init__(self):
+        toks = self.tokens
+        n1, n2 = toks.count(SUBJECT), toks.count(OBJECT)
+        if n1 != 1 or n2 != 1:
+            raise ValueError(f"a template needs each wildcard exactly once (⋆1 subject, ⋆2 object); "
+                             f"got ⋆1×{n1}, ⋆2×{n2} in {self.text!r}")
+        if toks.index(SUBJECT) > toks.index(OBJECT):
+            raise ValueError(f"⋆1 (subject) must come before ⋆2 (object): {self.text!r}")
+        for t in toks:
+            if t not in WILDCARDS and (not t or '"' in t or any(c.isspace() for c in t)):
+                raise ValueError(f"bad syntactic token {t!r} in template {self.text!r}: tokens are "
+                                 f"non-empty, without spaces or double quotes")
+
+    @classmethod
+    def parse(cls, text: str) -> "Template":
+        """Parse ``text`` such as ``"⋆1 is spoken widely in ⋆2."`` (or ``*1``/``{s}`` spellings)."""
+        if not isinstance(text, str):
+            raise ValueError(f"template text must be a string, got {type(text).__name__}")
+        raw = _TEMPLATE_RE.findall(text)
+        if '"' in raw:
+            raise ValueError(f"template text may not contain a double quote (reserved for entity "
+                             f"names): {text!r}")
+        return cls(tuple(WILDCARD_SPELLINGS.get(t, t) for t in raw))
+
+    @property
+    def subject_pos(self) -> int:
+        return self.tokens.index(SUBJECT)
+
+    @property
+    def object_pos(self) -> int:
+        return self.tokens.index(OBJECT)
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The syntactic tokens (the template without its wildcards)."""
+        return tuple(t for t in self.tokens if t not in WILDCARDS)
+
+    def __len__(self) -> int:
+        """|τ|: number of positions, wildcards included."""
+        return len(self.tokens)
+
+    @property
+    def text(self) -> str:
+        return render(self.tokens)
+
+    def fill(self, subject: str, obj: str) -> tuple[str, ...]:
+        """τ[a, b] as a token tuple (entity names stay single tokens)."""
+        return tuple(subject if t == SUBJECT else obj if t == OBJECT else t for t in self.tokens)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def render(tokens, quote=None) -> str:
+    """Join tokens to text: one space between tokens, except around attaching punctuation.
+
+    ``quote`` is a per-token boolean sequence; quoted tokens (entity names) are wrapped in
+    double quotes and never treated as punctuation.
+    """
+    out: list[str] = []
+    prev_attaches = True  # no space before the first token
+    for i, t in enumerate(tokens):
+        q = bool(quote[i]) if quote is not None else False
+        s = f'"{t}"' if q else t
+        if out and not prev_attaches and not (not q and t in NO_SPACE_BEFORE):
+            out.append(" ")
+        out.append(s)
+        prev_attaches = (not q) and t in NO_SPACE_AFTER
+    return "".join(out)

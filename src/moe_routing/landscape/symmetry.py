@@ -1,0 +1,325 @@
+"""Symmetry breaking in the two-expert Gaussian model (paper B, Proposition 6.3).
+
+Model (paper B §6; notation of the book's derivation): ``X ~ N(0, I_d)``; the teacher is
+``Y = β_1·X`` on ``{u·X > 0}`` and ``β_2·X`` on ``{u·X < 0}`` (``|u| = 1``: the teacher separator).
+Two linear experts ``f_k = θ_k·X`` and a binary softmax router with temperature τ,
+``π_1 = σ(w·X / τ)``; the soft prediction is the mixture ``m_τ = π_1 f_1 + (1 − π_1) f_2``.
+With ``θ̄ = (θ_1 + θ_2)/2`` and ``δ = θ_1 − θ_2``,
+
+    m_τ = θ̄·X + (π_1 − ½) δ·X,
+
+so at exact symmetry (``δ = 0``) the output does not depend on the router at all.
+
+Linearising the population gradient flow ``ż = −∇L_τ(z)`` of ``L_τ = E[(Y − m_τ)²]`` (no factor
+½: this fixes the time unit) at ``w = 0, δ = 0, θ̄ = (β_1 + β_2)/2`` gives (our derivation)
+
+    ẇ = M δ / (2τ),   δ̇ = M w / τ,   M = E[(Y − θ̄·X) X Xᵀ],
+
+whose eigenvalues are ``± λ_i(M) / (√2 τ)`` with eigenvectors ``(v_i, ±√2 v_i)``: every non-zero
+eigenvalue of ``M`` is an unstable mode and its rate scales as ``1/τ``. With
+``γ = (β_1 − β_2)/2``, ``γ_u = γ·u``, ``γ_⊥ = γ − γ_u u`` and ``c = √(2/π)`` (our derivation)
+
+    M = c [ γ_u (I + u uᵀ) + u γ_⊥ᵀ + γ_⊥ uᵀ ].
+
+The paper states the instability, the alignment with the separator and the ``1/τ`` amplification
+(Proposition 6.3); the explicit ``M``, the ``√2`` and the time convention are the book's own.
+
+Shapes: ``n`` samples, ``d`` input dimension, ``B`` trajectories simulated together.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _check_tau(tau) -> np.ndarray:
+    t = np.atleast_1d(np.asarray(tau, dtype=float))
+    if t.size == 0 or not np.all(np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError(f"temperature tau must be finite and > 0 (accepted range: (0, inf)); got {tau!r}")
+    return t
+
+
+def _unit(u, name: str = "u") -> np.ndarray:
+    u = np.asarray(u, dtype=float)
+    if u.ndim != 1 or u.size < 1:
+        raise ValueError(f"{name} must be a non-empty 1-D vector; got shape {u.shape}")
+    nrm = float(np.linalg.norm(u))
+    if not np.isfinite(nrm) or nrm < 1e-12:
+        raise ValueError(f"{name} must be a non-zero finite vector (the teacher separator); got {u.tolist()}")
+    return u / nrm
+
+
+@dataclass(frozen=True)
+class TwoExpertGaussian:
+    """The teacher of Proposition 6.3: separator ``u`` (normalised here) and experts β_1, β_2.
+
+    A teacher with ``β_1 = β_2`` is one linear map: there is no separator to discover and the
+    model is rejected (ValueError) rather than silently giving ``M = 0``.
+    """
+
+    u: tuple
+    beta1: tuple
+    beta2: tuple
+    noise_std: float = 0.0
+    d: int = field(init=False)
+
+    def __post_init__(self):
+        u = _unit(self.u)
+        b1 = np.asarray(self.beta1, dtype=float)
+        b2 = np.asarray(self.beta2, dtype=float)
+        if b1.shape != u.shape or b2.shape != u.shape:
+            raise ValueError(f"beta1, beta2 and u must have the same dimension d; got shapes "
+                             f"{b1.shape}, {b2.shape}, {u.shape}")
+        if not (np.all(np.isfinite(b1)) and np.all(np.isfinite(b2))):
+            raise ValueError("beta1 and beta2 must be finite")
+        if np.allclose(b1, b2, rtol=0.0, atol=1e-12):
+            raise ValueError("degenerate teacher: beta1 == beta2 (a single linear map has no separator; "
+                             "M = 0 and nothing can break symmetry)")
+        if not (np.isfinite(self.noise_std) and self.noise_std >= 0):
+            raise ValueError(f"noise_std must be finite and >= 0; got {self.noise_std!r}")
+        object.__setattr__(self, "u", tuple(u.tolist()))
+        object.__setattr__(self, "beta1", tuple(b1.tolist()))
+        object.__setattr__(self, "beta2", tuple(b2.tolist()))
+        object.__setattr__(self, "d", int(u.size))
+
+    @classmethod
+    def abs_teacher(cls, d: int, u=None) -> "TwoExpertGaussian":
+        """The teacher ``Y = |u·X|`` (β_1 = u, β_2 = −u), for which ``M = √(2/π)(I + u uᵀ)``."""
+        if int(d) != d or d < 1:
+            raise ValueError(f"dimension d must be an integer >= 1; got {d!r}")
+        u = np.eye(d)[0] if u is None else _unit(u)
+        return cls(u=tuple(u), beta1=tuple(u), beta2=tuple(-u))
+
+    def arrays(self):
+        return np.array(self.u), np.array(self.beta1), np.array(self.beta2)
+
+    def sample(self, n: int, seed: int, dtype=torch.float64):
+        """``n`` draws ``(X, Y)`` (torch), from a seeded generator (common random numbers)."""
+        if int(n) != n or n < 2:
+            raise ValueError(f"sample size n must be an integer >= 2; got {n!r}")
+        g = torch.Generator().manual_seed(int(seed))
+        u, b1, b2 = (torch.tensor(a, dtype=dtype) for a in self.arrays())
+        X = torch.randn(int(n), self.d, generator=g, dtype=dtype)       # (n, d)
+        Y = torch.where(X @ u > 0, X @ b1, X @ b2)                       # (n,)
+        if self.noise_std > 0:
+            Y = Y + self.noise_std * torch.randn(int(n), generator=g, dtype=dtype)
+        return X, Y
+
+
+def m_operator_closed_form(model: TwoExpertGaussian) -> np.ndarray:
+    """``M = E[(Y − θ̄·X) X Xᵀ]`` at ``θ̄ = (β_1+β_2)/2`` in closed form (our derivation). (d, d)"""
+    u, b1, b2 = model.arrays()
+    gamma = 0.5 * (b1 - b2)
+    gu = float(gamma @ u)
+    gperp = gamma - gu * u
+    eye = np.eye(model.d)
+    return SQRT_2_OVER_PI * (gu * (eye + np.outer(u, u)) + np.outer(u, gperp) + np.outer(gperp, u))
+
+
+def m_operator_mc(X: torch.Tensor, Y: torch.Tensor, theta_bar=None):
+    """Monte Carlo ``M_n = (1/n) Σ (Y_i − θ̄·X_i) X_i X_iᵀ`` and the standard error of each entry.
+
+    ``θ̄`` defaults to the sample least-squares fit, which is the stationary expert mean of the
+    *sample* gradient flow (so ``M_n`` is exactly the operator that flow linearises around).
+    Returns ``(M_n, se, theta_bar)`` as numpy arrays of shapes (d, d), (d, d), (d,).
+    """
+    X = torch.as_tensor(X, dtype=torch.float64)
+    Y = torch.as_tensor(Y, dtype=torch.float64)
+    if theta_bar is None:
+        theta_bar = torch.linalg.lstsq(X, Y[:, None]).solution[:, 0]
+    theta_bar = torch.as_tensor(theta_bar, dtype=torch.float64)
+    r = Y - X @ theta_bar                                               # (n,)
+    terms = r[:, None, None] * X[:, :, None] * X[:, None, :]            # (n, d, d)
+    M = terms.mean(0)
+    se = terms.std(0) / math.sqrt(X.shape[0])
+    return M.numpy(), se.numpy(), theta_bar.numpy()
+
+
+def linear_growth_rates(M: np.ndarray, tau) -> np.ndarray:
+    """Eigenvalues ``± λ_i(M)/(√2 τ)`` of the linearised router/contrast system, sorted descending.
+
+    Shape ``(len(tau), 2d)``. Computed from the block matrix ``(1/τ)[[0, M/2], [M, 0]]`` itself,
+    not from the formula, so a test can check the formula against it.
+    """
+    taus = _check_tau(tau)
+    M = np.asarray(M, dtype=float)
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise ValueError(f"M must be a square matrix; got shape {M.shape}")
+    d = M.shape[0]
+    A = np.block([[np.zeros((d, d)), 0.5 * M], [M, np.zeros((d, d))]])
+    ev = np.sort(np.linalg.eigvals(A).real)[::-1]
+    return np.stack([ev / t for t in taus])
+
+
+def top_direction(M: np.ndarray) -> np.ndarray:
+    """Unit eigenvector of the largest eigenvalue of the symmetric M (the fastest router mode)."""
+    vals, vecs = np.linalg.eigh(np.asarray(M, dtype=float))
+    return vecs[:, int(np.argmax(vals))]
+
+
+# --------------------------------------------------------------------------------------------
+# Population gradient flow (vectorised over B trajectories)
+# --------------------------------------------------------------------------------------------
+
+def soft_risk(X, Y, theta1, theta2, w, tau):
+    """``L_τ = E[(Y − m_τ)²]`` for B parameter sets at once. X (n,d), Y (n,), params (B,d),
+    tau (B,). Returns (B,). The reference that the closed-form gradients are tested against."""
+    F1, F2 = X @ theta1.T, X @ theta2.T                                 # (n, B)
+    P = torch.sigmoid((X @ w.T) / tau)                                  # (n, B)
+    r = Y[:, None] - (F2 + P * (F1 - F2))
+    return (r * r).mean(0)
+
+
+def population_gradients(X, Y, theta1, theta2, w, tau):
+    """Closed-form gradients of :func:`soft_risk` for B trajectories at once (no autograd).
+
+    One pass costs three ``(n,d)×(d,B)`` products and three ``(B,n)×(n,d)`` products, so B
+    trajectories (e.g. several temperatures) share every memory sweep over the sample.
+    Returns ``(g_theta1, g_theta2, g_w)``, each (B, d).
+    """
+    n = X.shape[0]
+    F1, F2 = X @ theta1.T, X @ theta2.T                                 # (n, B)
+    P = torch.sigmoid((X @ w.T) / tau)                                  # (n, B)
+    D = F1 - F2
+    r = Y[:, None] - (F2 + P * D)                                       # (n, B)
+    g1 = (-2.0 / n) * (r * P).T @ X
+    g2 = (-2.0 / n) * (r * (1.0 - P)).T @ X
+    gw = (-2.0 / n) * (r * P * (1.0 - P) * D / tau).T @ X
+    return g1, g2, gw
+
+
+@dataclass
+class FlowResult:
+    """Trajectory summaries: times (in units of each trajectory's τ) and norms per step."""
+
+    tau: np.ndarray            # (B,)
+    t_over_tau: np.ndarray     # (steps+1,)
+    w_norm: np.ndarray         # (steps+1, B)
+    delta_norm: np.ndarray     # (steps+1, B)
+    w_final: np.ndarray        # (B, d)
+    delta_final: np.ndarray    # (B, d)
+    w_path: np.ndarray | None = None   # (steps+1, B, d) when recorded
+
+
+def gradient_flow(X, Y, theta1, theta2, w, tau, *, steps: int, h: float = 0.05,
+                  train_experts: bool = True, record_path: bool = False) -> FlowResult:
+    """Integrate ``ż = −∇L_τ`` with classical RK4 for B trajectories at once.
+
+    The step is ``dt = h·τ_b`` for trajectory b: because the unstable rates scale as ``1/τ``, the
+    same number of steps takes every temperature through the same number of e-folds, and the
+    RK4 error per e-fold is the same for all τ. ``train_experts=False`` freezes the experts
+    (router-only flow), used to show that with identical experts the router never moves.
+    """
+    taus = torch.as_tensor(_check_tau(tau), dtype=X.dtype)
+    if int(steps) != steps or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1; got {steps!r}")
+    if not (0 < h <= 0.5):
+        raise ValueError(f"step h (in units of tau) must be in (0, 0.5]; got {h!r}")
+    B, d = w.shape
+    if theta1.shape != (B, d) or theta2.shape != (B, d) or taus.shape != (B,):
+        raise ValueError(f"theta1, theta2, w must be (B, d) = {(B, d)} and tau (B,); got "
+                         f"{tuple(theta1.shape)}, {tuple(theta2.shape)}, {tuple(taus.shape)}")
+    if X.shape[1] != d:
+        raise ValueError(f"X has dimension {X.shape[1]} but parameters have d = {d}")
+    dt = (h * taus)[:, None]                                            # (B, 1)
+    z = [theta1.clone(), theta2.clone(), w.clone()]
+    mask = 1.0 if train_experts else 0.0
+
+    def field_(s):
+        g1, g2, gw = population_gradients(X, Y, s[0], s[1], s[2], taus)
+        return [-mask * g1, -mask * g2, -gw]
+
+    wn, dn = [z[2].norm(dim=1)], [(z[0] - z[1]).norm(dim=1)]
+    path = [z[2].clone()] if record_path else None
+    for _ in range(int(steps)):
+        k1 = field_(z)
+        k2 = field_([a + 0.5 * dt * k for a, k in zip(z, k1)])
+        k3 = field_([a + 0.5 * dt * k for a, k in zip(z, k2)])
+        k4 = field_([a + dt * k for a, k in zip(z, k3)])
+        z = [a + dt / 6.0 * (q1 + 2 * q2 + 2 * q3 + q4) for a, q1, q2, q3, q4 in zip(z, k1, k2, k3, k4)]
+        wn.append(z[2].norm(dim=1))
+        dn.append((z[0] - z[1]).norm(dim=1))
+        if record_path:
+            path.append(z[2].clone())
+    return FlowResult(tau=taus.numpy(), t_over_tau=h * np.arange(int(steps) + 1),
+                      w_norm=torch.stack(wn).numpy(), delta_norm=torch.stack(dn).numpy(),
+                      w_final=z[2].numpy(), delta_final=(z[0] - z[1]).numpy(),
+                      w_path=torch.stack(path).numpy() if record_path else None)
+
+
+def naive_gradient_flow_step(X, Y, theta1, theta2, w, tau, h: float = 0.05):
+    """The readable reference path: one RK4 step, one trajectory at a time, gradients by autograd.
+
+    Kept beside :func:`gradient_flow` for the benchmark and for a correctness test (both must give
+    the same state after a step).
+    """
+    out = []
+    for b in range(w.shape[0]):
+        tb = float(tau[b])
+
+        def field_(p):
+            p = [q.detach().requires_grad_(True) for q in p]
+            loss = soft_risk(X, Y, p[0][None], p[1][None], p[2][None], torch.tensor([tb], dtype=X.dtype))[0]
+            grads = torch.autograd.grad(loss, p)
+            return [-g for g in grads]
+
+        z = [theta1[b], theta2[b], w[b]]
+        dt = h * tb
+        k1 = field_(z)
+        k2 = field_([a + 0.5 * dt * k for a, k in zip(z, k1)])
+        k3 = field_([a + 0.5 * dt * k for a, k in zip(z, k2)])
+        k4 = field_([a + dt * k for a, k in zip(z, k3)])
+        out.append([a + dt / 6.0 * (q1 + 2 * q2 + 2 * q3 + q4) for a, q1, q2, q3, q4 in zip(z, k1, k2, k3, k4)])
+    return tuple(torch.stack([o[i] for o in out]) for i in range(3))
+
+
+def symmetric_start(X, Y, B: int, *, scale_w: float, scale_delta: float, seed: int,
+                    tau=None):
+    """A near-symmetric state for B trajectories: both experts at the sample least-squares fit
+    ``θ̄_n`` (the symmetric fixed point of the sample flow) plus a contrast ``δ`` of norm
+    ``scale_delta``, and a router of norm ``scale_w·τ_b`` (random directions, seeded).
+
+    The router is scaled with τ so that ``w·X/τ`` starts equally small at every temperature.
+    """
+    d = X.shape[1]
+    g = torch.Generator().manual_seed(int(seed))
+    tb = torch.ones(B, dtype=X.dtype) if tau is None else torch.as_tensor(_check_tau(tau), dtype=X.dtype)
+    theta_bar = torch.linalg.lstsq(X, Y[:, None]).solution[:, 0]
+    rw = torch.randn(B, d, generator=g, dtype=X.dtype)
+    rd = torch.randn(B, d, generator=g, dtype=X.dtype)
+    w = scale_w * tb[:, None] * rw / rw.norm(dim=1, keepdim=True)
+    delta = scale_delta * rd / rd.norm(dim=1, keepdim=True)
+    th1 = theta_bar[None].repeat(B, 1) + 0.5 * delta
+    th2 = theta_bar[None].repeat(B, 1) - 0.5 * delta
+    return th1, th2, w
+
+
+def fit_growth_rate(res: FlowResult, lo: float, hi: float):
+    """Least-squares slope of ``log |w|`` against time over the window ``lo·τ ≤ |w| ≤ hi·τ``.
+
+    Returns ``(rate·τ, rate)`` per trajectory (B,) each; NaN where the window has < 5 points.
+    The window sits in the linear regime (``|w|/τ ≪ 1``) after the other modes have decayed.
+    """
+    if not (0 < lo < hi):
+        raise ValueError(f"need 0 < lo < hi; got lo={lo!r}, hi={hi!r}")
+    rate_tau = np.full(res.tau.shape, np.nan)
+    for b, t in enumerate(res.tau):
+        rel = res.w_norm[:, b] / t
+        sel = (rel >= lo) & (rel <= hi)
+        if sel.sum() >= 5:
+            slope = np.polyfit(res.t_over_tau[sel], np.log(rel[sel]), 1)[0]
+            rate_tau[b] = slope          # d log|w| / d(t/τ) = rate·τ
+    return rate_tau, rate_tau / res.tau
+
+
+def fit_power_law(x, y):
+    """Fit ``y = C x^p`` by least squares in log–log; returns ``(p, C)``."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    p, logc = np.polyfit(np.log(x), np.log(y), 1)
+    return float(p), float(np.exp(logc))

@@ -1,0 +1,22 @@
+"""The trainable one-layer MoE transformer of paper A, its losses, training and evaluation.
+
+The hand-built model of Theorems 4.1/4.2 (``moe_routing.construction``) writes its weights into
+the same :class:`MoETransformer`, so trained and constructed models share one forward pass and
+one evaluation path.
+"""
+
+from .config import ACTIVATIONS, BACKENDS, GATE_MODES, MoEConfig
+from .evaluate import ExactMatch, exact_match, greedy_complete, model_valid_mass, valid_next_token_mass
+from .losses import (IGNORE_INDEX, OBJECTIVES, LossParts, load_balancing_loss,
+                     next_token_cross_entropy, objective_loss, router_z_loss, task_router_loss,
+                     task_to_expert)
+from .train import History, TrainConfig, TrainData, build_and_train, train
+from .transformer import ModelOutput, MoETransformer
+
+__all__ = [
+    "ACTIVATIONS", "BACKENDS", "GATE_MODES", "IGNORE_INDEX", "OBJECTIVES", "ExactMatch",
+    "History", "LossParts", "ModelOutput", "MoEConfig", "MoETransformer", "TrainConfig",
+    "TrainData", "build_and_train", "exact_match", "greedy_complete", "load_balancing_loss",
+    "model_valid_mass", "next_token_cross_entropy", "objective_loss", "router_z_loss",
+    "task_router_loss", "task_to_expert", "train", "valid_next_token_mass",
+]

@@ -1,0 +1,168 @@
+"""`MoEConfig`: the one dataclass that fixes a one-layer MoE transformer (paper A, §3).
+
+The same configuration serves the trained models of the experiments (paper A, §4) and the
+hand-built model of Theorems 4.1/4.2 (``moe_routing.construction``), so that both run through one
+forward pass and one evaluation path.  The construction needs a few knobs a training run does
+not (per-head widths, an attention output map set by hand, a router that reads only one block
+of the residual stream, experts of unequal size); they are all plain fields here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+GATE_MODES = ("switch", "renormalised")
+BACKENDS = ("sorted", "grouped", "loop", "dense")
+ACTIVATIONS = ("relu", "gelu")
+
+
+def _require(ok: bool, name: str, value, accepted: str) -> None:
+    if not ok:
+        raise ValueError(f"MoEConfig.{name} = {value!r} is invalid; accepted: {accepted}")
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    """Shape and behaviour of a single-layer MoE transformer.
+
+    The layer is ``A' = MHA(A) + A``, ``A'' = MoE(A') + A'``, ``logits = W_U A''`` (paper A §3),
+    with optional pre-LayerNorms (``layernorm=True``: ``MHA(LN(A))``, ``MoE(LN(A'))``,
+    ``W_U LN(A'')``; off in the construction, on by default for training because it makes the
+    learning rate far less touchy).
+
+    Fields
+    ------
+    vocab_size, max_len : vocabulary size V and longest sequence T_max (position embeddings).
+    d_model : width of the residual stream.
+    n_heads, d_head : attention heads and per-head width.  ``d_head`` defaults to
+        ``d_model // n_heads`` but may be anything: the output projection ``attn.w_o`` maps the
+        ``n_heads * d_head`` concatenated head outputs back to ``d_model`` and can be set to an
+        identity or a selection matrix by hand (the construction's ``W_O = I``).
+    attn_bias : biases on the q/k/v/o projections.
+    n_experts : number of experts E (1 with ``d_expert`` = all neurons gives the dense FFN of
+        Theorem 4.1: the router over one expert always outputs probability 1).
+    d_expert : hidden width of the stored expert weights (common, padded width).
+    expert_sizes : optional per-expert number of live neurons (each ≤ ``d_expert``).  Expert e
+        uses neurons ``0 .. expert_sizes[e]-1``; the others are masked out of the weights in every
+        forward pass, so they contribute exactly zero and receive zero gradient.  This is how
+        experts of unequal size (the construction's ``L·|T(k)| + N`` bound) are represented.
+    top_k : experts per token (1 in paper A).
+    router_temperature : τ > 0; router probabilities are ``softmax(W_r x / τ)``.
+    router_bias : a bias on the router logits.
+    router_block : optional ``(start, stop)``: the router reads only residual coordinates
+        ``start:stop`` (its weight columns outside the block are held at zero by a fixed mask,
+        also during training).  The construction's router reads only the syntactic block.
+    gate : ``"switch"`` — the output of each chosen expert is scaled by its *raw* router
+        probability (Switch Transformer), so cross-entropy reaches the router even with top-1;
+        ``"renormalised"`` — the chosen probabilities are renormalised to sum to one (Mixtral);
+        with top-1 this gate is identically 1 and the router gets no gradient from CE.
+    activation : expert nonlinearity (``"relu"`` in the paper).
+    layernorm : pre-LayerNorms as described above.
+    unembed_bias : a bias on ``W_U``.
+    backend : how tokens are dispatched to experts: ``"sorted"`` (default: sort by expert, one
+        matmul per contiguous segment, or torch's grouped matmul on CUDA), ``"grouped"`` (sorted
+        with ``torch.nn.functional.grouped_mm`` always; float32/bfloat16 only), ``"loop"`` (the
+        readable per-expert reference, Mixtral-style), ``"dense"`` (every expert on every token,
+        then masked: a test oracle).
+    init_std : standard deviation of the normal initialisation of weight matrices.
+    """
+
+    vocab_size: int
+    max_len: int
+    d_model: int = 256
+    n_heads: int = 4
+    d_head: int | None = None
+    attn_bias: bool = False
+    n_experts: int = 8
+    d_expert: int = 256
+    expert_sizes: tuple[int, ...] | None = None
+    top_k: int = 1
+    router_temperature: float = 1.0
+    router_bias: bool = False
+    router_block: tuple[int, int] | None = None
+    gate: str = "switch"
+    activation: str = "relu"
+    layernorm: bool = True
+    unembed_bias: bool = False
+    backend: str = "sorted"
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.vocab_size, int) and self.vocab_size >= 2, "vocab_size",
+                 self.vocab_size, "an integer ≥ 2")
+        _require(isinstance(self.max_len, int) and self.max_len >= 1, "max_len", self.max_len,
+                 "an integer ≥ 1")
+        _require(isinstance(self.d_model, int) and self.d_model >= 1, "d_model", self.d_model,
+                 "an integer ≥ 1")
+        _require(isinstance(self.n_heads, int) and self.n_heads >= 1, "n_heads", self.n_heads,
+                 "an integer ≥ 1")
+        if self.d_head is None:
+            _require(self.d_model % self.n_heads == 0, "d_head", self.d_head,
+                     f"an explicit integer ≥ 1 when n_heads={self.n_heads} does not divide "
+                     f"d_model={self.d_model}")
+        else:
+            _require(isinstance(self.d_head, int) and self.d_head >= 1, "d_head", self.d_head,
+                     "an integer ≥ 1 (or None for d_model // n_heads)")
+        _require(isinstance(self.n_experts, int) and self.n_experts >= 1, "n_experts",
+                 self.n_experts, "an integer ≥ 1")
+        _require(isinstance(self.d_expert, int) and self.d_expert >= 1, "d_expert",
+                 self.d_expert, "an integer ≥ 1")
+        _require(isinstance(self.top_k, int) and 1 <= self.top_k <= self.n_experts, "top_k",
+                 self.top_k, f"an integer in [1, n_experts={self.n_experts}]")
+        _require(isinstance(self.router_temperature, (int, float))
+                 and self.router_temperature > 0, "router_temperature",
+                 self.router_temperature, "a number > 0")
+        _require(self.gate in GATE_MODES, "gate", self.gate, ", ".join(GATE_MODES))
+        _require(self.activation in ACTIVATIONS, "activation", self.activation,
+                 ", ".join(ACTIVATIONS))
+        _require(self.backend in BACKENDS, "backend", self.backend, ", ".join(BACKENDS))
+        _require(self.init_std > 0, "init_std", self.init_std, "a number > 0")
+        if self.expert_sizes is not None:
+            sizes = tuple(self.expert_sizes)
+            _require(len(sizes) == self.n_experts, "expert_sizes", self.expert_sizes,
+                     f"a sequence of n_experts={self.n_experts} integers")
+            _require(all(isinstance(s, int) and 0 <= s <= self.d_expert for s in sizes),
+                     "expert_sizes", self.expert_sizes,
+                     f"integers in [0, d_expert={self.d_expert}]")
+            object.__setattr__(self, "expert_sizes", sizes)
+        if self.router_block is not None:
+            start, stop = self.router_block
+            _require(0 <= start < stop <= self.d_model, "router_block", self.router_block,
+                     f"(start, stop) with 0 ≤ start < stop ≤ d_model={self.d_model}")
+            object.__setattr__(self, "router_block", (int(start), int(stop)))
+
+    @classmethod
+    def dense(cls, vocab_size: int, max_len: int, d_ff: int, **kw) -> "MoEConfig":
+        """The dense (non-MoE) layer of Theorem 4.1: one expert holding all ``d_ff`` neurons.
+
+        With a single expert the router's softmax is identically 1, so the layer is an ordinary
+        FFN and the Switch gate multiplies by exactly 1.
+        """
+        for bad in ("n_experts", "top_k", "d_expert"):
+            if bad in kw:
+                raise ValueError(f"MoEConfig.dense fixes {bad}; pass d_ff for the FFN width")
+        return cls(vocab_size=vocab_size, max_len=max_len, n_experts=1, top_k=1,
+                   d_expert=d_ff, **kw)
+
+    @property
+    def head_dim(self) -> int:
+        """Per-head width: ``d_head`` if given, else ``d_model // n_heads``."""
+        return self.d_head if self.d_head is not None else self.d_model // self.n_heads
+
+    @property
+    def attn_width(self) -> int:
+        """Width of the concatenated head outputs, ``n_heads * head_dim``."""
+        return self.n_heads * self.head_dim
+
+    @property
+    def neurons_per_expert(self) -> tuple[int, ...]:
+        """Live neurons of each expert (``d_expert`` each unless ``expert_sizes`` is given)."""
+        if self.expert_sizes is None:
+            return (self.d_expert,) * self.n_experts
+        return self.expert_sizes
+
+    def replace(self, **changes) -> "MoEConfig":
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return asdict(self)

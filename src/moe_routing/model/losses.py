@@ -1,0 +1,167 @@
+"""Training objectives of paper A's experiments (§4), as pure functions.
+
+Shape legend: ``b`` batch, ``t`` sequence, ``v`` vocabulary, ``e`` experts, ``k`` top-k,
+``n`` tokens (any leading shape flattened).
+
+* CE — next-token cross-entropy, padding ignored.
+* LB — Switch Transformer load balancing (Fedus et al. 2022, eq. 4), normalised as
+  ``α · E · Σ_i f_i P_i`` with ``f_i`` the fraction of routing *assignments* that go to expert i
+  (for top-k each token makes k assignments, so ``f_i = count_i / (n k)`` and Σ f_i = 1) and
+  ``P_i`` the mean router probability of expert i.  At uniform routing f_i = P_i = 1/E, so
+  LB = α exactly; its minimum over routings with Σ f = Σ P = 1 is also reached there.
+* z-loss — ST-MoE router z-loss (Zoph et al. 2022): ``β · mean(logsumexp(router_logits)^2)``.
+* task-router loss — paper A's explicit routing supervision: ``−(1/|S|) Σ_{x∈S} log p(e_x | x)``,
+  the cross-entropy of the router softmax against the expert designated for x's task, over a
+  set S of supervised positions given as an explicit mask (our choice, the paper does not say
+  which positions it supervises: by default every non-padding input position of a sentence).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100
+OBJECTIVES = ("ce", "ce+lb", "ce+router")
+
+
+class LossParts(NamedTuple):
+    """The total loss and the parts it is made of (unused parts are 0-dim zeros)."""
+
+    total: torch.Tensor
+    ce: torch.Tensor
+    lb: torch.Tensor
+    z: torch.Tensor
+    router: torch.Tensor
+
+    def as_floats(self) -> dict[str, float]:
+        return {name: float(v.detach()) for name, v in self._asdict().items()}
+
+
+def _flat_mask(mask: torch.Tensor | None, n: int, device) -> torch.Tensor | None:
+    if mask is None:
+        return None
+    mask = mask.reshape(-1).to(device=device, dtype=torch.bool)
+    if mask.numel() != n:
+        raise ValueError(f"mask has {mask.numel()} entries, expected {n} (one per token)")
+    return mask
+
+
+def next_token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
+                             ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
+    """Mean CE over non-ignored targets.  logits (b, t, v), targets (b, t) with ``ignore_index``
+    at padding / unsupervised positions (targets are already shifted: targets[:, s] is the
+    token that follows input position s)."""
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} "
+                         "disagree on (batch, seq)")
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                           ignore_index=ignore_index)
+
+
+def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
+                        alpha: float = 0.01, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Switch LB ``α · E · Σ_i f_i P_i`` (normalisation in the module docstring; = α at uniform).
+
+    router_probs (..., e), expert_index (..., k), mask (...) bool of tokens that count.
+    ``f`` is not differentiable (a count), so the gradient flows through ``P`` as in Switch.
+    """
+    n_exp = router_probs.shape[-1]
+    probs = router_probs.reshape(-1, n_exp)                               # (n, e)
+    idx = expert_index.reshape(probs.shape[0], -1)                        # (n, k)
+    m = _flat_mask(mask, probs.shape[0], probs.device)
+    if m is not None:
+        probs, idx = probs[m], idx[m]
+    if probs.shape[0] == 0:
+        return probs.sum() * 0.0
+    counts = torch.zeros(n_exp, device=probs.device, dtype=probs.dtype)
+    counts = counts.scatter_add(0, idx.reshape(-1), torch.ones_like(idx.reshape(-1),
+                                                                   dtype=probs.dtype))
+    f = counts / idx.numel()                                              # (e,), Σ f = 1
+    p = probs.mean(0)                                                     # (e,), Σ P = 1
+    return alpha * n_exp * (f * p).sum()
+
+
+def router_z_loss(router_logits: torch.Tensor, beta: float = 1e-3,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
+    """ST-MoE z-loss ``β · mean_x logsumexp(logits_x)^2``; keeps router logits small."""
+    z = torch.logsumexp(router_logits.float(), dim=-1).reshape(-1)        # (n,)
+    m = _flat_mask(mask, z.shape[0], z.device)
+    if m is not None:
+        z = z[m]
+    if z.numel() == 0:
+        return z.sum() * 0.0
+    return beta * (z ** 2).mean()
+
+
+def task_to_expert(task_ids: torch.Tensor, n_experts: int) -> torch.Tensor:
+    """Designated expert of each task: ``task_id mod E`` (our choice; the paper does not say).
+
+    With K tasks and E experts this is a balanced fixed assignment: every expert receives
+    ⌊K/E⌋ or ⌈K/E⌉ tasks, and for K ≤ E it is one-to-one (task k → expert k).
+    """
+    if n_experts < 1:
+        raise ValueError(f"n_experts = {n_experts}; accepted: an integer ≥ 1")
+    if (task_ids < 0).any():
+        raise ValueError("task ids must be ≥ 0")
+    return task_ids % n_experts
+
+
+def task_router_loss(router_logits: torch.Tensor, expert_targets: torch.Tensor,
+                     mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Cross-entropy of the router softmax against designated experts.
+
+    router_logits (..., e) — the logits whose softmax is the routing distribution (temperature
+    already applied, as in ``ModelOutput.router_logits``); expert_targets (...) long; mask (...)
+    bool: the supervised positions S (explicit: which positions to supervise is a modelling
+    choice, see the module docstring).
+    """
+    n_exp = router_logits.shape[-1]
+    logits = router_logits.reshape(-1, n_exp).float()                     # (n, e)
+    targets = expert_targets.reshape(-1)
+    if targets.shape[0] != logits.shape[0]:
+        raise ValueError(f"expert_targets has {targets.shape[0]} entries, router_logits "
+                         f"{logits.shape[0]} tokens")
+    m = _flat_mask(mask, logits.shape[0], logits.device)
+    if m is not None:
+        logits, targets = logits[m], targets[m]
+    if targets.numel() == 0:
+        return logits.sum() * 0.0
+    if int(targets.max()) >= n_exp or int(targets.min()) < 0:
+        raise ValueError(f"expert targets must lie in 0..{n_exp - 1}")
+    return F.cross_entropy(logits, targets)
+
+
+def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
+                   router_logits: torch.Tensor, router_probs: torch.Tensor,
+                   expert_index: torch.Tensor, task_ids: torch.Tensor | None = None,
+                   router_mask: torch.Tensor | None = None, lb_alpha: float = 0.01,
+                   router_alpha: float = 1.0, z_beta: float = 0.0,
+                   ignore_index: int = IGNORE_INDEX) -> LossParts:
+    """Combine the parts for one of paper A's objectives ``ce``, ``ce+lb``, ``ce+router``.
+
+    targets (b, t) with ``ignore_index`` padding; task_ids (b,) — needed for ``ce+router``;
+    router_mask (b, t) bool — supervised router positions (default: targets != ignore_index).
+    LB and z-loss count the non-padding tokens (targets != ignore_index).  ``z_beta`` > 0 adds
+    the z-loss to any objective.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; accepted: {', '.join(OBJECTIVES)}")
+    zero = logits.new_zeros(()).float()
+    real = targets != ignore_index                                        # (b, t)
+    ce = next_token_cross_entropy(logits, targets, ignore_index)
+    lb = (load_balancing_loss(router_probs, expert_index, lb_alpha, real)
+          if objective == "ce+lb" else zero)
+    z = router_z_loss(router_logits, z_beta, real) if z_beta > 0 else zero
+    rt = zero
+    if objective == "ce+router":
+        if task_ids is None:
+            raise ValueError("objective 'ce+router' needs task_ids (one per sequence)")
+        experts = task_to_expert(task_ids, router_logits.shape[-1])       # (b,)
+        targets_e = experts[:, None].expand(router_logits.shape[:-1])     # (b, t)
+        mask = real if router_mask is None else router_mask
+        rt = router_alpha * task_router_loss(router_logits, targets_e, mask)
+    total = ce + lb.float() + z + rt
+    return LossParts(total, ce, lb.float(), z, rt)

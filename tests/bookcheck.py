@@ -1,0 +1,179 @@
+"""Checks of the rendered book as a reader's browser sees it (Debian's chromium, headless).
+
+Used by tests/test_book.py, and from the command line to take screenshots::
+
+    python tests/bookcheck.py build/smoke/_build/html --screenshots /tmp/shots
+
+Every page is opened from ``file://`` while every request that is not ``file:``/``data:``/
+``blob:``/``about:`` is recorded *and aborted* (the network is off as far as the page knows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from bs4 import BeautifulSoup
+
+CHROMIUM = "/usr/bin/chromium"
+LOCAL_SCHEMES = ("file", "data", "blob", "about")
+SKIP_PAGES = {"genindex.html", "search.html"}
+
+
+@dataclass
+class PageReport:
+    page: str
+    external_requests: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    js_errors: list[str] = field(default_factory=list)
+    math_expected: int = 0
+    math_typeset: int = 0
+    broken_images: list[str] = field(default_factory=list)
+    n_images: int = 0
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if self.external_requests:
+            out.append(f"network requests: {self.external_requests[:5]}")
+        if self.failed_requests:
+            out.append(f"failed local requests: {self.failed_requests[:5]}")
+        if self.js_errors:
+            out.append(f"JavaScript errors: {self.js_errors[:3]}")
+        if self.math_expected and not self.math_typeset:
+            out.append(f"{self.math_expected} math elements but no mjx-container (MathJax did not run)")
+        if self.broken_images:
+            out.append(f"broken images: {self.broken_images[:5]}")
+        return out
+
+
+def _is_redirect(path: Path) -> bool:
+    head = path.read_text(encoding="utf-8")[:400].lower()
+    return 'http-equiv="refresh"' in head
+
+
+def html_pages(root: Path, redirects: bool = False) -> list[Path]:
+    """The book's content pages (and, with ``redirects``, the meta-refresh stubs too)."""
+    return sorted(p for p in root.rglob("*.html")
+                  if p.name not in SKIP_PAGES and "_static" not in p.parts
+                  and "_sources" not in p.parts and (redirects or not _is_redirect(p)))
+
+
+def broken_internal_links(root: Path) -> list[str]:
+    """Every relative link (and its #anchor) must resolve to a file (and an id) of the build."""
+    ids: dict[Path, set[str]] = {}
+
+    def ids_of(path: Path) -> set[str]:
+        if path not in ids:
+            soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+            ids[path] = {t["id"] for t in soup.find_all(id=True)}
+        return ids[path]
+
+    bad = []
+    for page in html_pages(root, redirects=True):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        for meta in soup.find_all("meta", attrs={"http-equiv": True}):
+            if meta["http-equiv"].lower() == "refresh" and "url=" in meta.get("content", ""):
+                ref = meta["content"].split("url=", 1)[1].strip()
+                if not (page.parent / urlparse(ref).path).exists():
+                    bad.append(f"{page.relative_to(root)}: redirect -> {ref} (missing file)")
+        for tag, attr in (("a", "href"), ("img", "src"), ("link", "href"), ("script", "src")):
+            for el in soup.find_all(tag):
+                ref = el.get(attr)
+                if not ref or ref.startswith(("http://", "https://", "mailto:", "javascript:")):
+                    continue
+                url = urlparse(ref)
+                if url.scheme in ("data",):
+                    continue
+                target = page if not url.path else (page.parent / unquote(url.path)).resolve()
+                if not target.exists():
+                    bad.append(f"{page.relative_to(root)}: {tag} -> {ref} (missing file)")
+                    continue
+                if tag == "a" and url.fragment and target.suffix == ".html":
+                    if url.fragment not in ids_of(target):
+                        bad.append(f"{page.relative_to(root)}: {ref} (missing anchor)")
+    return bad
+
+
+def check_pages(root: Path, screenshots: Path | None = None,
+                pages: list[Path] | None = None) -> list[PageReport]:
+    from playwright.sync_api import sync_playwright
+
+    reports = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  "--disable-quic", "--allow-file-access-from-files"])
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        for page_path in pages or html_pages(root):
+            rep = PageReport(str(page_path.relative_to(root)))
+            page = context.new_page()
+
+            def on_route(route, rep=rep):
+                url = route.request.url
+                if urlparse(url).scheme in LOCAL_SCHEMES:
+                    route.continue_()
+                else:
+                    rep.external_requests.append(url)
+                    route.abort()
+
+            page.route("**/*", on_route)
+            page.on("requestfailed", lambda r, rep=rep: rep.failed_requests.append(r.url)
+                    if urlparse(r.url).scheme == "file" else None)
+            page.on("pageerror", lambda e, rep=rep: rep.js_errors.append(str(e)))
+            page.goto(page_path.resolve().as_uri(), wait_until="load")
+            rep.math_expected = page.evaluate(
+                "document.querySelectorAll('.math, span.math, div.math').length")
+            if rep.math_expected:
+                try:
+                    page.wait_for_function(
+                        "window.MathJax && window.MathJax.startup && "
+                        "window.MathJax.startup.promise && "
+                        "document.querySelectorAll('mjx-container').length > 0", timeout=20000)
+                except Exception:  # noqa: BLE001 -- reported below as 'not typeset'
+                    pass
+            rep.math_typeset = page.evaluate("document.querySelectorAll('mjx-container').length")
+            imgs = page.evaluate(
+                "Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete, "
+                "i.naturalWidth])")
+            rep.n_images = len(imgs)
+            rep.broken_images = [src for src, complete, w in imgs if not complete or w == 0]
+            if screenshots is not None:
+                out = screenshots / (rep.page.replace("/", "__").removesuffix(".html") + ".png")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(out), full_page=True)
+            page.close()
+            reports.append(rep)
+        browser.close()
+    return reports
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("html_root", type=Path)
+    ap.add_argument("--screenshots", type=Path)
+    ap.add_argument("--page", action="append", default=[],
+                    help="only these pages (relative to html_root)")
+    args = ap.parse_args()
+    pages = [args.html_root / p for p in args.page] or None
+    reports = check_pages(args.html_root, args.screenshots, pages)
+    bad = 0
+    for r in reports:
+        status = "OK " if not r.problems else "BAD"
+        print(f"{status} {r.page}: math {r.math_typeset}/{r.math_expected}, images {r.n_images}"
+              + ("".join(f"\n    {p}" for p in r.problems)))
+        bad += bool(r.problems)
+    links = broken_internal_links(args.html_root)
+    for link in links:
+        print("BROKEN LINK", link)
+    return 1 if bad or links else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Loss functions: normalisations, masks and gradients checked against hand computations."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from moe_routing.model.losses import (IGNORE_INDEX, load_balancing_loss, next_token_cross_entropy,
+                                      objective_loss, router_z_loss, task_router_loss,
+                                      task_to_expert)
+
+
+def test_cross_entropy_ignores_padding():
+    logits = torch.tensor([[[0.0, 0.0], [5.0, -5.0], [1.0, 2.0]]])
+    targets = torch.tensor([[0, IGNORE_INDEX, 1]])
+    expect = (math.log(2) + (math.log(math.exp(1) + math.exp(2)) - 2)) / 2
+    assert next_token_cross_entropy(logits, targets).item() == pytest.approx(expect, rel=1e-6)
+
+
+@pytest.mark.parametrize("n_exp, k", [(1, 1), (4, 1), (7, 1), (8, 2), (5, 5)])
+def test_load_balancing_equals_alpha_at_uniform_routing(n_exp, k):
+    n = 4 * n_exp * 3
+    probs = torch.full((n, n_exp), 1.0 / n_exp)
+    # each expert chosen equally often, k distinct experts per token
+    idx = (torch.arange(n)[:, None] + torch.arange(k)[None, :]) % n_exp
+    for alpha in (0.01, 1.0):
+        assert load_balancing_loss(probs, idx, alpha).item() == pytest.approx(alpha, rel=1e-6)
+
+
+def test_load_balancing_collapsed_routing_is_e_times_larger():
+    n_exp = 4
+    probs = torch.zeros(10, n_exp)
+    probs[:, 2] = 1.0
+    idx = torch.full((10, 1), 2)
+    # f = P = one-hot on expert 2: α E · 1
+    assert load_balancing_loss(probs, idx, alpha=1.0).item() == pytest.approx(n_exp)
+
+
+def test_load_balancing_hand_value_and_mask():
+    probs = torch.tensor([[0.7, 0.3], [0.4, 0.6], [0.9, 0.1]])
+    idx = torch.tensor([[0], [1], [0]])
+    # all three: f = (2/3, 1/3), P = (2/3, 1/3) → 2 · (4/9 + 1/9) = 10/9
+    assert load_balancing_loss(probs, idx, alpha=1.0).item() == pytest.approx(10 / 9)
+    mask = torch.tensor([True, True, False])
+    # first two: f = (1/2, 1/2), P = (0.55, 0.45) → 2 · 0.5 = 1
+    assert load_balancing_loss(probs, idx, 1.0, mask).item() == pytest.approx(1.0)
+
+
+def test_load_balancing_gradient_pushes_probability_off_the_busy_expert():
+    logits = torch.tensor([[2.0, 0.0], [1.0, 0.0], [0.5, 0.0]], requires_grad=True)
+    probs = logits.softmax(-1)
+    loss = load_balancing_loss(probs, probs.argmax(-1, keepdim=True), alpha=1.0)
+    loss.backward()
+    assert torch.all(logits.grad[:, 0] > 0)           # descent lowers expert 0's logit
+
+
+def test_z_loss_hand_value():
+    logits = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])
+    expect = (math.log(2) ** 2 + math.log(4) ** 2) / 2
+    assert router_z_loss(logits, beta=1.0).item() == pytest.approx(expect, rel=1e-6)
+    mask = torch.tensor([True, False])
+    assert router_z_loss(logits, 1.0, mask).item() == pytest.approx(math.log(2) ** 2, rel=1e-6)
+
+
+def test_task_to_expert_balanced_assignment():
+    e = task_to_expert(torch.arange(20), 7)
+    counts = torch.bincount(e, minlength=7)
+    assert counts.max() - counts.min() <= 1 and counts.sum() == 20
+    assert torch.equal(task_to_expert(torch.arange(5), 7), torch.arange(5))
+    with pytest.raises(ValueError, match="n_experts"):
+        task_to_expert(torch.arange(3), 0)
+
+
+def test_task_router_loss_is_router_cross_entropy_on_mask():
+    logits = torch.tensor([[[1.0, 0.0, -1.0], [0.0, 2.0, 0.0]]])
+    targets = torch.tensor([[0, 2]])
+    full = task_router_loss(logits, targets)
+    expect = (F.cross_entropy(logits[0], targets[0], reduction="none")).mean()
+    assert full.item() == pytest.approx(expect.item())
+    only_first = task_router_loss(logits, targets, torch.tensor([[True, False]]))
+    assert only_first.item() == pytest.approx(
+        F.cross_entropy(logits[0, :1], targets[0, :1]).item())
+    with pytest.raises(ValueError, match="0..2"):
+        task_router_loss(logits, torch.tensor([[0, 3]]))
+
+
+def test_objective_loss_parts():
+    torch.manual_seed(0)
+    b, t, v, e = 3, 4, 6, 2
+    logits, rl = torch.randn(b, t, v), torch.randn(b, t, e)
+    probs = rl.softmax(-1)
+    idx = probs.argmax(-1, keepdim=True)
+    targets = torch.randint(0, v, (b, t))
+    targets[0, 3] = IGNORE_INDEX
+    tasks = torch.tensor([0, 1, 3])
+    ce = objective_loss("ce", logits, targets, rl, probs, idx)
+    assert ce.lb == 0 and ce.router == 0 and ce.total == ce.ce
+    lb = objective_loss("ce+lb", logits, targets, rl, probs, idx, lb_alpha=0.5)
+    real = targets != IGNORE_INDEX
+    assert lb.lb.item() == pytest.approx(load_balancing_loss(probs, idx, 0.5, real).item())
+    rt = objective_loss("ce+router", logits, targets, rl, probs, idx, tasks, router_alpha=2.0)
+    designated = (tasks % e)[:, None].expand(b, t)
+    assert rt.router.item() == pytest.approx(
+        2.0 * task_router_loss(rl, designated, real).item())
+    assert rt.total.item() == pytest.approx(rt.ce.item() + rt.router.item())
+    with pytest.raises(ValueError, match="task_ids"):
+        objective_loss("ce+router", logits, targets, rl, probs, idx)
+    with pytest.raises(ValueError, match="accepted"):
+        objective_loss("lb", logits, targets, rl, probs, idx)

@@ -1,0 +1,78 @@
+"""Routing metrics against values computed by hand."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from moe_routing import routing_metrics as rm
+from moe_routing.model import MoEConfig, MoETransformer
+
+
+def test_counts_and_conditional():
+    c = rm.task_expert_counts([0, 0, 0, 1, 1, 2], [1, 1, 0, 2, 2, 2], 4, 3)
+    assert c.tolist() == [[1, 2, 0], [0, 0, 2], [0, 0, 1], [0, 0, 0]]
+    p = rm.expert_given_task(c)
+    assert np.allclose(p[0], [1 / 3, 2 / 3, 0]) and np.allclose(p[3], 0)
+    with pytest.raises(ValueError, match="accepted 0..2"):
+        rm.task_expert_counts([0], [3], 2, 3)
+
+
+def test_purity_matching_and_diagonal_hand_values():
+    c = np.array([[8, 2, 0],
+                  [1, 1, 8],
+                  [5, 0, 5]])                          # N = 30
+    # purity: column maxima 8 + 2 + 8
+    assert rm.purity(c) == pytest.approx(18 / 30)
+    # one-to-one best: (0,0)=8, (1,2)=8, (2,1)=0 → 16
+    assert rm.matched_accuracy(c) == pytest.approx(16 / 30)
+    # many-to-one: row maxima 8 + 8 + 5
+    assert rm.many_to_one_accuracy(c) == pytest.approx(21 / 30)
+    # diagonal with E = 3: c[0,0] + c[1,1] + c[2,2] = 8 + 1 + 5
+    assert rm.diagonal_accuracy(c) == pytest.approx(14 / 30)
+
+
+def test_diagonal_wraps_tasks_mod_experts():
+    c = np.zeros((5, 2))
+    c[np.arange(5), np.arange(5) % 2] = 1
+    assert rm.diagonal_accuracy(c) == 1.0
+    assert rm.matched_accuracy(c) == pytest.approx(2 / 5)     # only 2 tasks can be matched
+
+
+def test_nmi_extremes_and_hand_value():
+    assert rm.normalized_mutual_info(np.eye(4) * 3) == pytest.approx(1.0)
+    assert rm.normalized_mutual_info(np.ones((3, 4))) == pytest.approx(0.0, abs=1e-12)
+    c = np.array([[2, 0], [1, 1]])
+    pj = c / 4
+    pt, pe = pj.sum(1), pj.sum(0)
+    mi = sum(pj[i, j] * math.log(pj[i, j] / (pt[i] * pe[j]))
+             for i in range(2) for j in range(2) if pj[i, j] > 0)
+    h = lambda p: -sum(x * math.log(x) for x in p if x > 0)
+    assert rm.normalized_mutual_info(c) == pytest.approx(mi / ((h(pt) + h(pe)) / 2))
+
+
+def test_entropy_and_utilisation():
+    p = np.array([[1.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    assert rm.router_entropy(p) == pytest.approx(math.log(4) / 2)
+    assert rm.router_entropy(p, normalise=True) == pytest.approx(0.5)
+    assert rm.expert_utilisation([0, 0, 3, 1], 4).tolist() == [0.5, 0.25, 0.0, 0.25]
+
+
+def test_active_parameters_counts():
+    cfg = MoEConfig(vocab_size=10, max_len=5, d_model=4, n_heads=2, n_experts=3, d_expert=6,
+                    layernorm=False, expert_sizes=(6, 2, 4))
+    m = MoETransformer(cfg)
+    pc = rm.active_parameters(m)
+    per = [2 * n * 4 + n + 4 for n in (6, 2, 4)]
+    assert pc.per_expert == tuple(per) and pc.experts_total == sum(per)
+    attn = 4 * 2 * 4 * 2                              # q, k, v, o: each (2 heads × 4 × 2)
+    router, unembed = 3 * 4, 10 * 4
+    emb = 10 * 4 + 5 * 4
+    assert pc.total == emb + attn + router + unembed + sum(per)
+    assert pc.active == 2 * 4 + attn + router + unembed + per[0]
+    routed = rm.active_parameters(m, expert_ids=[1, 1, 2, 0])
+    assert routed.experts_active == pytest.approx((2 * per[1] + per[2] + per[0]) / 4)
+    # stored parameters minus the masked (dead) neurons: 4 + 2 dead, each 2·d + 1 weights
+    dead = (6 - 2 + 6 - 4) * (2 * 4 + 1)
+    assert pc.total == sum(p.numel() for p in m.parameters()) - dead

@@ -1,0 +1,256 @@
+"""The execution pipeline on a small throw-away project: validation, incremental keys,
+failure isolation, atomic outputs, provenance."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from moe_routing import pipeline as pl
+
+NB = textwrap.dedent("""\
+    ---
+    jupytext:
+      text_representation:
+        extension: .md
+        format_name: myst
+    kernelspec:
+      display_name: Python 3
+      language: python
+      name: python3
+    ---
+
+    # {title}
+
+    ```{{code-cell}} ipython3
+    :tags: [parameters]
+
+    profile = "smoke"
+    device = "auto"
+    artifacts_dir = None
+    n = 3
+    fail = False
+    ```
+
+    ```{{code-cell}} ipython3
+    from moe_routing.ledger import Ledger
+    assert not fail, "asked to fail"
+    ledger = Ledger(artifacts_dir, notebook="{name}")
+    ledger.record("X-{name}", measured=f"n = {{n}}", verdict="our extension",
+                  where="test", claim="a test claim")
+    print("value", n * 2)
+    ```
+    """)
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> pl.Project:
+    root = tmp_path / "proj"
+    (root / "notebooks" / "params").mkdir(parents=True)
+    (root / "book").mkdir()
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "mod.py").write_text("X = 1\n")
+    (root / "requirements.lock").write_text("torch==2.13.0\n")
+    for name in ("alpha", "beta"):
+        (root / "notebooks" / f"{name}.md").write_text(NB.format(title=name.title(), name=name))
+    for prof in ("smoke", "default", "paper"):
+        (root / "notebooks" / "params" / f"{prof}.yaml").write_text(
+            "alpha:\n  n: 5\nbeta: {}\n")
+    return pl.Project(root)
+
+
+def run_all(project: pl.Project, profile="smoke", **kw) -> dict[str, dict]:
+    params, device = pl.validate(project, profile, "cpu")
+    return {n: pl.run_notebook(project, n, profile, device, params[n], log=lambda *_: None, **kw)
+            for n in project.notebook_names()}
+
+
+# --- validation (nothing runs) -----------------------------------------------------------------
+
+@pytest.mark.parametrize("profile,device,match", [
+    ("bogus", "cpu", "unknown PROFILE 'bogus'; accepted: smoke, default, paper"),
+    ("smoke", "tpu", "unknown DEVICE 'tpu'; accepted: auto, cpu, cuda"),
+])
+def test_bad_profile_or_device(project, profile, device, match):
+    with pytest.raises(pl.PipelineError, match=match):
+        pl.validate(project, profile, device)
+
+
+def test_cuda_without_cuda_is_an_error(project):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(pl.PipelineError, match="DEVICE=cuda requested but torch sees no CUDA"):
+        pl.validate(project, "smoke", "cuda")
+
+
+@pytest.mark.parametrize("text,match", [
+    ("alpha:\n  nn: 5\nbeta: {}\n", r"unknown parameter alpha\.'nn'; accepted: fail, n"),
+    ("alpha: {}\ngamma: {}\nbeta: {}\n", r"unknown notebook 'gamma'; accepted: alpha, beta"),
+    ("alpha: {}\n", r"no block for notebook 'beta'"),
+    ("alpha: [1, 2]\nbeta: {}\n", r"block 'alpha' must be a mapping"),
+    ("alpha:\n  profile: paper\nbeta: {}\n", r"alpha\.profile is set by the pipeline"),
+    ("alpha: {n: 1\nbeta: {}\n", r"smoke\.yaml line \d+: malformed YAML"),
+    ("- just a list\n", r"expected a mapping of notebook name"),
+])
+def test_bad_params_file(project, text, match):
+    (project.params_file("smoke")).write_text(text)
+    with pytest.raises(pl.PipelineError, match=match):
+        pl.validate(project, "smoke", "cpu")
+
+
+def test_unknown_notebook_argument(project):
+    with pytest.raises(pl.PipelineError, match="unknown notebook 'gama'; accepted: alpha, beta"):
+        pl.validate(project, "smoke", "cpu", ["gama"])
+
+
+def test_parameters_cell_must_define_injected_names(project):
+    path = project.notebook_path("beta")
+    path.write_text(path.read_text().replace('artifacts_dir = None\n', ''))
+    with pytest.raises(pl.PipelineError, match="beta.md: the parameters cell must define "
+                                               "artifacts_dir"):
+        pl.validate(project, "smoke", "cpu")
+
+
+# --- keys --------------------------------------------------------------------------------------
+
+def test_key_depends_on_exactly_the_declared_inputs(project):
+    params = {"n": 5}
+    key = lambda: pl.notebook_key(project, "alpha", params, "smoke", "cpu")  # noqa: E731
+    k0 = key()
+    assert key() == k0
+    assert pl.notebook_key(project, "alpha", {"n": 6}, "smoke", "cpu") != k0
+    assert pl.notebook_key(project, "alpha", params, "default", "cpu") != k0
+    assert pl.notebook_key(project, "alpha", params, "smoke", "cuda") != k0
+    (project.root / "README.md").write_text("unrelated\n")           # not an input
+    (project.root / "src" / "pkg" / "__pycache__").mkdir()
+    (project.root / "src" / "pkg" / "__pycache__" / "mod.pyc").write_bytes(b"\0")
+    assert key() == k0
+    for path, text in ((project.root / "src" / "pkg" / "mod.py", "X = 2\n"),
+                       (project.root / "requirements.lock", "torch==2.13.1\n"),
+                       (project.notebook_path("alpha"), NB.format(title="A2", name="alpha"))):
+        before = key()
+        path.write_text(text)
+        assert key() != before, path
+
+
+# --- execution ---------------------------------------------------------------------------------
+
+def test_execute_records_outputs_provenance_and_claims(project):
+    recs = run_all(project)
+    assert {r["status"] for r in recs.values()} == {"ok"}
+    bdir = project.build_dir("smoke")
+    nb = nbformat.read(bdir / "executed" / "alpha.ipynb", as_version=4)
+    prov = nb["metadata"]["moe_routing"]
+    assert prov["profile"] == "smoke" and prov["device"] == "cpu"
+    assert prov["torch_version"].startswith("2.13.0")
+    outputs = "".join(o.get("text", "") for c in nb["cells"] for o in c.get("outputs", []))
+    assert "value 10" in outputs                      # n = 5 from the params file was injected
+    claims = json.loads((bdir / "artifacts" / "alpha" / "claims.json").read_text())
+    assert claims[0]["id"] == "X-alpha" and claims[0]["measured"] == "n = 5"
+    state = json.loads((bdir / "state" / "alpha.json").read_text())
+    assert state["status"] == "ok" and state["wall_s"] > 0
+    assert not list((bdir / "artifacts").glob(".*")), "temporary folders left behind"
+    assert not list((bdir / "executed").glob(".*")), "temporary notebooks left behind"
+
+
+def test_incremental_reexecution(project):
+    run_all(project)
+    again = run_all(project)
+    assert all(r.get("skipped") for r in again.values())
+    path = project.notebook_path("beta")
+    path.write_text(path.read_text().replace("# Beta", "# Beta, revised"))
+    third = run_all(project)
+    assert third["alpha"].get("skipped") and not third["beta"].get("skipped")
+    (project.root / "src" / "pkg" / "mod.py").write_text("X = 3\n")
+    fourth = run_all(project)
+    assert not any(r.get("skipped") for r in fourth.values())
+
+
+def test_failure_keeps_previous_outputs_and_other_notebooks(project):
+    run_all(project)
+    bdir = project.build_dir("smoke")
+    good_nb = (bdir / "executed" / "alpha.ipynb").read_bytes()
+    good_claims = (bdir / "artifacts" / "alpha" / "claims.json").read_bytes()
+    project.params_file("smoke").write_text("alpha:\n  n: 7\n  fail: true\nbeta:\n  n: 1\n")
+    recs = run_all(project)
+    assert recs["alpha"]["status"] == "failed"
+    assert "AssertionError: asked to fail" in recs["alpha"]["error"]
+    assert recs["beta"]["status"] == "ok"
+    assert (bdir / "executed" / "alpha.ipynb").read_bytes() == good_nb
+    assert (bdir / "artifacts" / "alpha" / "claims.json").read_bytes() == good_claims
+    assert (bdir / "failed" / "alpha.ipynb").exists()
+    assert [s["notebook"] for s in pl.failed(project, "smoke")] == ["alpha"]
+    # A failed notebook is retried next time even though its key did not change.
+    again = run_all(project)
+    assert again["alpha"]["status"] == "failed" and not again["alpha"].get("skipped")
+    assert again["beta"].get("skipped")
+
+
+# --- the command line, as the Makefile calls it ----------------------------------------------
+
+def cli(project: pl.Project, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "moe_routing.pipeline", *args],
+                          cwd=project.root, capture_output=True, text=True)
+
+
+def test_cli_bad_input_is_one_line_and_touches_nothing(project):
+    run_all(project)
+    snapshot = {p: p.read_bytes() for p in project.build_dir("smoke").rglob("*") if p.is_file()}
+    for args, msg in ((["run", "--profile", "smok"], "error: unknown PROFILE 'smok'"),
+                      (["run", "--profile", "smoke", "--device", "gpu"],
+                       "error: unknown DEVICE 'gpu'")):
+        res = cli(project, *args)
+        assert res.returncode == 2
+        assert res.stderr.strip().splitlines() == [res.stderr.strip()]
+        assert res.stderr.startswith(msg)
+    project.params_file("smoke").write_text("alpha:\n  nn: 5\nbeta: {}\n")
+    res = cli(project, "run", "--profile", "smoke", "--device", "cpu")
+    assert res.returncode == 2 and "unknown parameter alpha.'nn'" in res.stderr
+    after = {p: p.read_bytes() for p in project.build_dir("smoke").rglob("*") if p.is_file()}
+    assert after == snapshot
+
+
+def test_stage_builds_toc_and_generated_pages(project):
+    (project.book_dir / "_toc.yml").write_text(textwrap.dedent("""\
+        format: jb-book
+        root: chapters/alpha
+        parts:
+          - caption: Main
+            chapters:
+              - file: chapters/beta
+              - file: chapters/not_written_yet
+          - caption: Reproduction
+            chapters:
+              - file: generated/ledger
+              - file: generated/status
+        """))
+    run_all(project)
+    out = pl.stage(project, "smoke")
+    toc = (out / "_toc.yml").read_text()
+    assert "chapters/beta" in toc and "not_written_yet" not in toc
+    ledger = (out / "generated" / "ledger.md").read_text()
+    assert "X-alpha" in ledger and "n = 5" in ledger
+    assert "A-thm42-accuracy" in ledger and "pending" in ledger   # unmeasured claims are listed
+    status = (out / "generated" / "status.md").read_text()
+    assert status.count("✅ ok") == 2
+    mtime = (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns
+    pl.stage(project, "smoke")                                      # unchanged: not rewritten
+    assert (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns == mtime
+
+
+def test_real_params_files_validate():
+    """The project's own three profiles are valid for every chapter."""
+    root = Path(__file__).resolve().parents[1]
+    project = pl.Project(root)
+    for profile in ("smoke", "default", "paper"):
+        params = pl.load_params(project, profile)
+        assert set(params) == set(project.notebook_names())

@@ -9,7 +9,8 @@ Spellings accepted when parsing: ``⋆1``/``⋆2`` (the paper's), and the ASCII 
 and ``{s}``/``{o}`` (ours, for keyboards).  They are normalised to ``⋆1``/``⋆2``.
 
 Syntactic tokenisation (ours; the paper does not specify it): a template's text is split into
-words (letters/digits, with inner apostrophes or hyphens: ``isn't``, ``so-called``) and single
+words (letters/digits, with inner apostrophes or hyphens: ``isn't``, ``so-called``), the
+possessive ``'s`` (its own token, so that ``⋆1's`` keeps the wildcard whole) and single
 punctuation characters; whitespace only separates.  |τ| counts every token including the two
 wildcards, which matches the paper's reading τ = w1…wL with each wildcard one position: an entity
 fills its slot with exactly one (atomic) token, so a sentence of τ has |τ| tokens.
@@ -29,12 +30,12 @@ WILDCARD_SPELLINGS = {"⋆1": SUBJECT, "*1": SUBJECT, "{s}": SUBJECT,
 
 # Words keep inner apostrophes/hyphens; any other non-space, non-quote character is a token of
 # its own.  The double quote is reserved: the tokenizer quotes entity names with it.
-_WORD = r"[^\W_]+(?:['’\-][^\W_]+)*|_+"
+_WORD = r"['’]s(?![^\W_])|[^\W_]+(?:['’\-][^\W_]+)*|_+"
 _WORD_RE = re.compile(rf"{_WORD}|[^\w\s\"]")
 _TEMPLATE_RE = re.compile(r"⋆[12]|\*[12]|\{s\}|\{o\}|" + rf"{_WORD}|[^\w\s\"]|\"")
 
 #: punctuation that attaches to the token before it when a sentence is rendered as text
-NO_SPACE_BEFORE = frozenset(".,;:!?)]}%")
+NO_SPACE_BEFORE = frozenset(".,;:!?)]}%") | {"'s", "’s"}
 #: punctuation that attaches to the token after it
 NO_SPACE_AFTER = frozenset("([{")
 
@@ -117,11 +118,15 @@ def render(tokens, quote=None) -> str:
     """
     out: list[str] = []
     prev_attaches = True  # no space before the first token
+    prev_slot = False     # previous token is an entity name or a wildcard
     for i, t in enumerate(tokens):
         q = bool(quote[i]) if quote is not None else False
         s = f'"{t}"' if q else t
-        if out and not prev_attaches and not (not q and t in NO_SPACE_BEFORE):
+        # "'s" attaches only to a slot: after a plain word, "king's" would re-parse as one word
+        attach = not q and t in NO_SPACE_BEFORE and (t not in ("'s", "’s") or prev_slot)
+        if out and not prev_attaches and not attach:
             out.append(" ")
         out.append(s)
         prev_attaches = (not q) and t in NO_SPACE_AFTER
+        prev_slot = q or t in WILDCARDS
     return "".join(out)

@@ -21,13 +21,18 @@ import numpy as np
 
 
 def csr_groups(keys: np.ndarray, values: np.ndarray, n_keys: int):
-    """Distinct (key, value) pairs grouped by key: ``(indptr (n_keys+1,), values_sorted)``."""
-    pair = np.unique(np.stack([keys, values], axis=1), axis=0) if len(keys) else \
-        np.zeros((0, 2), dtype=np.int64)
-    counts = np.bincount(pair[:, 0], minlength=n_keys)
+    """Distinct (key, value) pairs grouped by key: ``(indptr (n_keys+1,), values ascending)``.
+
+    Values must be non-negative.  One int64 sort of key·base + value (``np.unique`` with
+    ``axis=0`` is ~20× slower)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    values = np.asarray(values, dtype=np.int64)
+    base = int(values.max()) + 1 if len(values) else 1
+    uniq = np.unique(keys * base + values)
+    counts = np.bincount(uniq // base, minlength=n_keys)
     indptr = np.zeros(n_keys + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
-    return indptr, pair[:, 1].astype(np.int64)
+    return indptr, uniq % base
 
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray, base: int):

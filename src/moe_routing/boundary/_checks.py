@@ -17,7 +17,7 @@ def temperatures(tau) -> np.ndarray:
     if t.ndim != 1 or t.size == 0:
         raise ValueError(f"temperature must be a positive number or a 1-D array of them; got {tau!r}")
     if bad.size:
-        raise ValueError(f"temperature τ = {bad[0]!r} is not allowed; accepted: finite τ > 0")
+        raise ValueError(f"temperature τ = {float(bad[0])!r} is not allowed; accepted: finite τ > 0")
     return t
 
 
@@ -28,7 +28,7 @@ def widths(w) -> np.ndarray:
         raise ValueError(f"width must be a number ≥ 0 or a 1-D array of them; got {w!r}")
     bad = a[~(np.isfinite(a) & (a >= 0))]
     if bad.size:
-        raise ValueError(f"width w = {bad[0]!r} is not allowed; accepted: finite w ≥ 0")
+        raise ValueError(f"width w = {float(bad[0])!r} is not allowed; accepted: finite w ≥ 0")
     return a
 
 

@@ -45,7 +45,9 @@ def wilson_interval(k, n: int, confidence: float = 0.95) -> tuple[np.ndarray, np
     denom = 1 + z ** 2 / n
     centre = (p + z ** 2 / (2 * n)) / denom
     half = z * np.sqrt(p * (1 - p) / n + z ** 2 / (4 * n ** 2)) / denom
-    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+    lo = np.where(k == 0, 0.0, np.clip(centre - half, 0, 1))  # exact ends (no rounding residue)
+    hi = np.where(k == n, 1.0, np.clip(centre + half, 0, 1))
+    return lo, hi
 
 
 def sample_margins(router: Router, law: InputLaw, n: int, rng=None, chunk: int = 1 << 18) -> np.ndarray:

@@ -147,7 +147,7 @@ class MoERegression:
             raise ValueError(f"mixture = {self.mixture!r}; accepted: {', '.join(MIXTURES)}")
         K = getattr(self.experts, "n_experts", self.router.n_experts)
         if K != self.router.n_experts:
-            raise ValueError(f"router has K = {self.router.n_experts} experts but experts give {K}")
+            raise ValueError(f"router has K = {self.router.n_experts} experts but the experts give K = {K}")
 
     @property
     def n_experts(self) -> int:
@@ -250,13 +250,14 @@ def risk_quad_1d(model: MoERegression, law: InputLaw, taus, interfaces=(0.0,), n
 
 
 def risk_layer_quadrature(model: MoERegression, law: GaussianLaw, taus, n_perp: int = 4000, rng=None,
-                          n_gl: int = 12, layer: float = 40.0, chunk: int = 512) -> RiskGap:
+                          n_gl: int = 12, layer: float = 32.0, chunk: int = 512) -> RiskGap:
     """Binary linear router, X ~ N(μ, σ² I): quadrature across the interface, MC along it.
 
     Write X = μ + σ(T n̂ + Z_⊥) with n̂ = v/|v|, T ~ N(0, 1) ⟂ Z_⊥.  The gap vanishes like
     e^{−|g|/τ} away from the interface, so T is integrated by graded Gauss–Legendre over
     |g| ≤ ``layer``·τ (error ≤ e^{−layer} times the pointwise bound), and Z_⊥ is sampled
-    (``n_perp`` draws, shared by every τ).  Returns L_τ − L_0 only (``hard`` is NaN).
+    (``n_perp`` draws, shared by every τ).  Experts and teacher may jump only on the interface
+    (the T-panels are graded there, nowhere else).  Returns L_τ − L_0 only (``hard`` is NaN).
     """
     t = _checks.temperatures(taus)
     n_perp = _checks.count(n_perp, "n_perp")
@@ -283,7 +284,7 @@ def risk_layer_quadrature(model: MoERegression, law: GaussianLaw, taus, n_perp: 
             gaps.append(0.0)
             ses.append(0.0)
             continue
-        T, wT = graded_nodes(lo, hi, [T0], n_gl=n_gl, k_fine=12, base=max(ti / slope, 1e-300))
+        T, wT = graded_nodes(lo, hi, [T0], n_gl=n_gl, k_fine=4, base=max(ti / slope, 1e-300))
         wT = wT * np.exp(-0.5 * T ** 2) / np.sqrt(2 * np.pi)  # (m,)
         inner = np.empty(n_perp)
         for s in range(0, n_perp, chunk):

@@ -1,0 +1,235 @@
+"""Boundary mass, margins, coarea constants (paper B §2–4; checks of boundary-mass.md §9–10)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import special
+
+from moe_routing.boundary import (GaussianLaw, LinearRouter, PowerRouter, SphereRouter, UniformBox,
+                                  VanishingDensityLaw, boundary_mass_linear_gaussian,
+                                  boundary_mass_mc, bootstrap_bm_fit, coarea_constant, fit_loglog,
+                                  gate_gap_bound, hard_gates, junction_free_constants,
+                                  pairwise_union_bound, sample_margins, soft_gates, sphere_constant,
+                                  tail_constant, top_two_margin, wilson_interval)
+from moe_routing.boundary.coarea import linear_gaussian_constant
+
+
+# ---------------------------------------------------------------- margins and gates
+
+def test_margin_matches_full_sort():
+    a = np.random.default_rng(0).standard_normal((500, 5))
+    s = np.sort(a, axis=1)
+    np.testing.assert_allclose(top_two_margin(a), s[:, -1] - s[:, -2])
+    np.testing.assert_allclose(top_two_margin(a[:, :2]), np.abs(a[:, 0] - a[:, 1]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(K=st.integers(2, 7), tau=st.floats(1e-3, 10.0), seed=st.integers(0, 10_000))
+def test_gate_gap_bounds(K, tau, seed):
+    a = 3 * np.random.default_rng(seed).standard_normal((64, K))
+    p, h = soft_gates(a, tau), hard_gates(a)
+    np.testing.assert_allclose(p.sum(1), 1.0)
+    delta = top_two_margin(a)
+    bound = gate_gap_bound(delta, tau, K)
+    gap_top = 1 - (p * h).sum(1)
+    assert np.all(gap_top <= bound * (1 + 1e-12) + 1e-15)
+    assert np.all(np.abs(p - h).sum(1) <= 2 * np.minimum(1, bound) * (1 + 1e-12) + 1e-15)
+    if K == 2:  # equality for two experts: 1 − π_k* = σ(−Δ/τ)
+        loser = (p * (1 - h)).sum(1)  # = 1 − π_k*, computed without cancellation
+        np.testing.assert_allclose(loser, special.expit(-delta / tau), rtol=1e-9, atol=1e-300)
+
+
+def test_soft_gates_are_stable_for_tiny_tau():
+    a = np.array([[1000.0, 999.0, -5.0]])
+    p = soft_gates(a, 1e-4)
+    assert np.all(np.isfinite(p)) and p[0, 0] == 1.0
+
+
+# ---------------------------------------------------------------- Monte Carlo vs closed forms
+
+def test_wilson_interval_covers_and_handles_zero():
+    lo, hi = wilson_interval(np.array([0, 50, 100]), 100)
+    assert lo[0] == 0 and hi[0] > 0.0 and lo[2] < 1 and hi[2] == 1
+    assert lo[1] < 0.5 < hi[1]
+
+
+def test_closed_form_matches_monte_carlo_linear_gaussian():
+    law = GaussianLaw([0.2, -0.1, 0.4], np.diag([1.0, 2.0, 0.5]))
+    router = LinearRouter.binary([1.0, -0.5, 2.0], b=0.3)
+    w = np.array([0.01, 0.05, 0.2, 1.0])
+    exact = boundary_mass_linear_gaussian(router, law, w).estimate
+    mc = boundary_mass_mc(router, law, w, 400_000, rng=1)
+    se = np.sqrt(exact * (1 - exact) / mc.n)
+    assert np.all(np.abs(mc.estimate - exact) <= 4.5 * se)
+
+
+def test_closed_form_slope_is_twice_surface_integral():
+    law = GaussianLaw.standard(4, mean=[0.5, 0, 0, 0])
+    router = LinearRouter.binary([1.0, 2.0, 0.0, -1.0], b=-0.2)
+    S = coarea_constant(router, law).value
+    v, c = router.pair(0, 1)
+    m, s = v @ law.mean + c, np.linalg.norm(v)
+    assert S == pytest.approx(np.exp(-0.5 * (m / s) ** 2) / (s * np.sqrt(2 * np.pi)))
+    w = np.array([1e-5, 1e-4])
+    bm = boundary_mass_linear_gaussian(router, law, w).estimate
+    np.testing.assert_allclose(bm / (2 * w), S, rtol=1e-6)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_sphere_constant_closed_form_centred(d):
+    sig, r, scale = 1.3, 0.8, 2.0
+    law = GaussianLaw.standard(d, scale=sig)
+    router = SphereRouter(np.zeros(d), r, scale)
+    area = 2 * np.pi ** (d / 2) / special.gamma(d / 2) * r ** (d - 1)
+    p_r = np.exp(-r ** 2 / (2 * sig ** 2)) / (2 * np.pi * sig ** 2) ** (d / 2)
+    exact = area * p_r / (2 * scale * r)
+    assert sphere_constant(router, law, 64).value == pytest.approx(exact, rel=1e-12)
+
+
+def test_sphere_constant_monte_carlo_in_d4():
+    law = GaussianLaw.standard(4)
+    router = SphereRouter(np.zeros(4), 1.5)
+    est = sphere_constant(router, law, 20_000, rng=0)
+    p_r = np.exp(-1.5 ** 2 / 2) / (2 * np.pi) ** 2
+    exact = 2 * np.pi ** 2 * 1.5 ** 3 * p_r / (2 * 1.5)
+    assert est.se > 0 and abs(est.value - exact) <= 5 * est.se + 1e-9
+
+
+def test_coarea_matches_monte_carlo_on_off_centre_circle():
+    law = GaussianLaw([0.4, -0.3], [[1.0, 0.3], [0.3, 0.8]])
+    router = SphereRouter([0.1, 0.2], 1.1)
+    S = sphere_constant(router, law).value
+    w = 0.02  # BM(w) = 2wS + O(w³): the slab is symmetric, the O(w²) term cancels
+    bm = boundary_mass_mc(router, law, [w], 600_000, rng=3)
+    se = np.sqrt(bm.estimate[0] * (1 - bm.estimate[0]) / bm.n) / (2 * w)
+    assert abs(bm.estimate[0] / (2 * w) - S) <= 4 * se + 2e-3 * S
+
+
+def test_bootstrap_fit_recovers_slope_and_intercept():
+    law = GaussianLaw.standard(3)
+    router = LinearRouter.binary([1.0, 1.0, 0.5])
+    S = coarea_constant(router, law).value
+    w = np.geomspace(2e-3, 5e-2, 8)
+    bm = boundary_mass_mc(router, law, w, 1_000_000, rng=5)
+    fit = bootstrap_bm_fit(w, bm.counts, bm.n, n_boot=300, rng=0)
+    assert fit.slope_ci[0] < 1 < fit.slope_ci[1]
+    assert fit.slope_ci[1] - fit.slope_ci[0] < 0.1
+    fixed = bootstrap_bm_fit(w, bm.counts, bm.n, n_boot=300, rng=0, fixed_slope=1.0)
+    assert fixed.prefactor_ci[0] < 2 * S < fixed.prefactor_ci[1]
+
+
+def test_fit_loglog_exact_power_law():
+    x = np.geomspace(1e-3, 1, 9)
+    fit = fit_loglog(x, 3.0 * x ** 1.5)
+    assert fit.slope == pytest.approx(1.5) and fit.prefactor == pytest.approx(3.0)
+    noisy = fit_loglog(x, 3.0 * x ** 1.5 * np.exp(0.05 * np.random.default_rng(0).standard_normal(9)))
+    assert noisy.slope_ci[0] < 1.5 < noisy.slope_ci[1]
+
+
+# ---------------------------------------------------------------- non-transversal / vanishing density
+
+def test_power_router_boundary_mass_is_square_root():
+    law = UniformBox.cube(2)
+    router = PowerRouter(2, power=2.0)  # g = x1², paper B's α = 1/2
+    w = np.geomspace(1e-4, 1e-1, 7)
+    bm = boundary_mass_mc(router, law, w, 400_000, rng=2)
+    exact = np.sqrt(w)  # P(x1² ≤ w) for x1 ~ U[−1, 1]
+    assert np.all((bm.lower <= exact * 1.0001) & (exact <= bm.upper * 1.0001 + 1e-12) |
+                  (np.abs(bm.estimate - exact) <= 4 * np.sqrt(exact / bm.n)))
+    fit = bootstrap_bm_fit(w, bm.counts, bm.n, n_boot=200, rng=0)
+    assert fit.slope_ci[0] < 0.5 < fit.slope_ci[1]
+    assert router.alpha == 0.5
+
+
+@pytest.mark.parametrize("alpha", [0.5, 2.0, 3.0])
+def test_vanishing_density_law(alpha):
+    law = VanishingDensityLaw(2, alpha)
+    from scipy import integrate
+    marg = lambda t: 2 * law.pdf(np.array([[t, 0.0]]))[0]  # x2 integrated out (density 1/2)
+    total = integrate.quad(marg, -1, 0)[0] + integrate.quad(marg, 0, 1)[0]
+    assert total == pytest.approx(1.0, abs=1e-8)
+    router = LinearRouter.binary([1.0, 0.0])
+    w = np.array([0.01, 0.1, 0.5])
+    bm = boundary_mass_mc(router, law, w, 300_000, rng=4)
+    exact = law.mass_within(w)
+    assert np.all(np.abs(bm.estimate - exact) <= 4.5 * np.sqrt(exact * (1 - exact) / bm.n) + 1e-12)
+
+
+def test_tail_constant():
+    assert tail_constant(lambda w: np.minimum(w, 1.0), 1.0) == pytest.approx(1.0)
+    law = GaussianLaw.standard(2)
+    router = LinearRouter.binary([2.0, 0.0])
+    S = coarea_constant(router, law).value
+    cm = tail_constant(lambda w: boundary_mass_linear_gaussian(router, law, w).estimate, 1.0)
+    assert cm == pytest.approx(2 * S, rel=1e-6)  # Φ concave on w > 0: sup at w → 0
+
+
+# ---------------------------------------------------------------- K > 2
+
+@pytest.mark.parametrize("K", [3, 4, 6])
+def test_union_bound_dominates_monte_carlo_and_sharp_constant(K):
+    law = GaussianLaw.standard(2, mean=[0.2, 0.1])
+    router = LinearRouter.random(K, 2, rng=K)
+    w = np.geomspace(1e-3, 0.3, 6)
+    bm = boundary_mass_mc(router, law, w, 300_000, rng=K)
+    ub = pairwise_union_bound(router, law, w)
+    assert np.all(bm.lower <= ub)
+    J = junction_free_constants(router, law)
+    assert J.sharp_total <= J.union_total + 1e-15
+    # small-w limit: BM(w)/(2w) → sharp constant (junctions are O(w²))
+    small = boundary_mass_mc(router, law, [2e-3], 1_000_000, rng=10 + K)
+    ratio = small.estimate[0] / (2 * 2e-3)
+    se = np.sqrt(small.estimate[0] / small.n) / (2 * 2e-3)
+    assert abs(ratio - J.sharp_total) <= 4.5 * se + 0.02 * J.sharp_total
+
+
+def test_junction_constants_d3_match_monte_carlo_and_k2_is_full():
+    law = GaussianLaw.standard(3)
+    router = LinearRouter.random(4, 3, rng=3)
+    J = junction_free_constants(router, law, n_cond=100_000, rng=0)
+    small = boundary_mass_mc(router, law, [2e-3], 1_000_000, rng=1)
+    ratio = small.estimate[0] / 4e-3
+    se = np.sqrt(small.estimate[0] / small.n) / 4e-3
+    assert abs(ratio - J.sharp_total) <= 4.5 * np.hypot(se, J.sharp_total_se) + 0.02 * J.sharp_total
+    two = LinearRouter.binary([1.0, 0.5, 0.0])
+    J2 = junction_free_constants(two, law)
+    assert J2.sharp_total == pytest.approx(J2.union_total)
+    assert J2.union_total == pytest.approx(linear_gaussian_constant(*two.pair(0, 1), law))
+
+
+def test_union_bound_monte_carlo_for_non_gaussian_law():
+    law = UniformBox.cube(2)
+    router = LinearRouter.random(3, 2, rng=1)
+    w = np.array([0.01, 0.1])
+    bm = boundary_mass_mc(router, law, w, 200_000, rng=0)
+    ub = pairwise_union_bound(router, law, w, n=200_000, rng=0)  # same sample: bound holds exactly
+    assert np.all(bm.estimate <= ub + 1e-12)
+
+
+# ---------------------------------------------------------------- bad input
+
+def test_bad_inputs_name_the_value():
+    law, router = GaussianLaw.standard(2), LinearRouter.binary([1.0, 0.0])
+    with pytest.raises(ValueError, match="-0.5"):
+        boundary_mass_mc(router, law, [0.1, -0.5], 10 ** 12)  # raised before sampling 10^12 points
+    with pytest.raises(ValueError, match="n = 0"):
+        boundary_mass_mc(router, law, [0.1], 0)
+    with pytest.raises(ValueError, match="K = 1"):
+        LinearRouter(np.ones((1, 2)))
+    with pytest.raises(ValueError, match="K = 1"):
+        gate_gap_bound([0.1], 0.1, 1)
+    with pytest.raises(ValueError, match="τ = 0.0"):
+        soft_gates(np.zeros((3, 2)), 0.0)
+    with pytest.raises(ValueError, match="τ = -1"):
+        soft_gates(np.zeros((3, 2)), -1)
+    with pytest.raises(ValueError, match="d = 3"):
+        sample_margins(LinearRouter.binary([1.0, 0.0, 0.0]), law, 10)
+    with pytest.raises(ValueError, match=r"\(n, 2\)"):
+        router.logits(np.zeros((5, 3)))
+    with pytest.raises(ValueError, match="positive definite"):
+        GaussianLaw([0.0, 0.0], [[1.0, 2.0], [2.0, 1.0]])
+    with pytest.raises(ValueError, match="radius"):
+        SphereRouter([0.0, 0.0], -1.0)
+    with pytest.raises(ValueError, match="K = 3"):
+        coarea_constant(LinearRouter.random(3, 2, rng=0), law)

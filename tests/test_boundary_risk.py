@@ -1,0 +1,164 @@
+"""Soft/hard risks and the soft-to-hard gap (paper B §5; checks of boundary-mass.md §9)."""
+
+import numpy as np
+import pytest
+from scipy import integrate, special
+
+from moe_routing.boundary import (ConstantExperts, GaussianLaw, LinearRouter, MoERegression,
+                                  PowerRouter, SphereRouter, TanhExperts, Teacher, UniformBox,
+                                  VanishingDensityLaw, first_order_constant, fit_loglog, risk_bound,
+                                  risk_layer_quadrature, risk_mc, risk_polar_2d, risk_quad_1d,
+                                  top_two_margin)
+from moe_routing.boundary.risk import JUMP_SQ, SOFTPLUS, SOFTPLUS_SQ
+
+U1 = UniformBox.cube(1)
+SIGN = Teacher(lambda x: np.sign(x[:, 0]), 1.0)
+PM1 = ConstantExperts([1.0, -1.0])
+ROUTER_1D = LinearRouter.binary([1.0])
+
+
+def test_sigmoid_integrals():
+    sq = integrate.quad(lambda s: special.expit(-s) ** 2, 0, np.inf)[0]
+    lin = integrate.quad(lambda s: special.expit(-s), 0, np.inf)[0]
+    assert sq == pytest.approx(0.1931472, abs=5e-8) and sq == pytest.approx(SOFTPLUS_SQ, rel=1e-10)
+    assert lin == pytest.approx(0.6931472, abs=5e-8) and lin == pytest.approx(SOFTPLUS, rel=1e-10)
+    jump = integrate.quad(lambda s: special.expit(-s) ** 2, 0, np.inf)[0] * 2
+    assert jump == pytest.approx(JUMP_SQ, rel=1e-10)
+
+
+def test_section9_teacher_is_hard_student():
+    taus = np.array([0.1, 0.03, 0.01, 0.003])
+    model = MoERegression(ROUTER_1D, PM1, SIGN)
+    g = risk_quad_1d(model, U1, taus)
+    np.testing.assert_allclose(g.gap / taus, 0.772589, atol=5e-7)
+    assert first_order_constant(model, U1)[0] == pytest.approx(2 * (2 * np.log(2) - 1), rel=1e-12)
+    assert g.hard == pytest.approx(0.0, abs=1e-14)
+
+
+def test_section9_continuous_teacher_soft_is_better():
+    taus = np.array([0.03, 0.01, 0.003])
+    model = MoERegression(ROUTER_1D, PM1, Teacher(lambda x: 0.3 + 0.5 * x[:, 0], 1.0))
+    g = risk_quad_1d(model, U1, taus)
+    np.testing.assert_allclose(g.gap / taus, [-1.9507, -1.9836, -1.9951], atol=1e-4)
+    assert first_order_constant(model, U1)[0] == pytest.approx(-2.0, abs=1e-6)
+    assert np.all(np.diff(np.abs(g.gap / taus + 2)) < 0)  # → −2 as τ → 0
+
+
+def test_mixture_of_losses_first_order():
+    model = MoERegression(ROUTER_1D, PM1, SIGN, mixture="losses")
+    taus = np.array([0.01, 0.003])
+    g = risk_quad_1d(model, U1, taus)
+    np.testing.assert_allclose(g.gap / taus, 4 * np.log(2), rtol=1e-6)
+    assert first_order_constant(model, U1)[0] == pytest.approx(4 * np.log(2))
+
+
+def test_quadrature_matches_monte_carlo_with_common_random_numbers():
+    model = MoERegression(ROUTER_1D, PM1, Teacher(lambda x: 0.3 + 0.5 * x[:, 0], 1.0))
+    taus = np.array([0.1, 0.03])
+    q = risk_quad_1d(model, U1, taus)
+    mc = risk_mc(model, U1, taus, 300_000, rng=0)
+    assert np.all(np.abs(mc.gap - q.gap) <= 4.5 * mc.se)
+    assert abs(mc.hard - q.hard) < 0.01
+
+
+@pytest.mark.parametrize("alpha", [1.5, 2.0, 3.0])
+def test_vanishing_density_gap_slope_and_constant(alpha):
+    law = VanishingDensityLaw(1, alpha)
+    model = MoERegression(ROUTER_1D, PM1, SIGN)
+    taus = np.geomspace(1e-4, 1e-2, 5)
+    g = risk_quad_1d(model, law, taus)
+    fit = fit_loglog(taus, g.gap)
+    assert fit.slope == pytest.approx(alpha, abs=1e-4)
+    # our derivation: gap/τ^α → 4α ∫_0^∞ s^(α−1) σ(−s)² ds
+    const = 4 * alpha * integrate.quad(lambda s: s ** (alpha - 1) * special.expit(-s) ** 2, 0, np.inf)[0]
+    np.testing.assert_allclose(g.gap / taus ** alpha, const, rtol=1e-5)
+    assert np.all(g.gap <= risk_bound(taus, 2, 1.0, 1.0, 1.0, alpha))
+
+
+def test_non_transversal_router_gap_is_square_root():
+    model = MoERegression(PowerRouter(1, 2.0), PM1, Teacher(lambda x: np.ones(len(x)), 1.0))
+    taus = np.geomspace(1e-4, 1e-2, 5)
+    g = risk_quad_1d(model, U1, taus)
+    fit = fit_loglog(taus, g.gap)
+    assert fit.slope == pytest.approx(0.5, abs=1e-4)
+    const = 4 * integrate.quad(lambda u: special.expit(-u * u) ** 2, 0, np.inf)[0]
+    np.testing.assert_allclose(g.gap / np.sqrt(taus), const, rtol=1e-6)
+    assert np.all(g.gap <= risk_bound(taus, 2, 1.0, 1.0, 1.0, 0.5))
+
+
+def test_pointwise_bound_for_many_experts():
+    rng = np.random.default_rng(0)
+    for K in (2, 3, 5):
+        router = LinearRouter.random(K, 3, rng=rng)
+        experts = TanhExperts(rng.uniform(-0.5, 0.5, K), rng.uniform(-0.5, 0.5, K), rng.standard_normal((K, 3)))
+        B = experts.bound
+        teacher = Teacher(lambda x: 0.8 * np.cos(x.sum(1)), 0.8)
+        x = rng.standard_normal((5000, 3))
+        delta = top_two_margin(router.logits(x))
+        for mixture, pre in (("predictions", 4 * (K - 1) * B * (B + 0.8)), ("losses", (K - 1) * (B + 0.8) ** 2)):
+            model = MoERegression(router, experts, teacher, mixture=mixture)
+            for tau in (1.0, 0.1, 0.01):
+                d = model.gap(x, [tau])[0]
+                assert np.all(np.abs(d) <= pre * np.exp(-delta / tau) + 1e-12)
+
+
+def test_bound_never_exceeded_k3_monte_carlo():
+    law = GaussianLaw.standard(2)
+    router = LinearRouter.random(3, 2, rng=2)
+    rng = np.random.default_rng(1)
+    experts = ConstantExperts([1.0, -1.0, 0.5])
+    teacher = Teacher(lambda x: np.tanh(3 * x[:, 0] - x[:, 1]), 1.0)
+    model = MoERegression(router, experts, teacher)
+    taus = np.array([0.3, 0.1, 0.03])
+    g = risk_mc(model, law, taus, 200_000, rng=rng)
+    from moe_routing.boundary import pairwise_union_bound, tail_constant
+    C_m = tail_constant(lambda w: pairwise_union_bound(router, law, w), 1.0)
+    assert np.all(np.abs(g.gap) + 4 * g.se <= risk_bound(taus, 3, 1.0, 1.0, C_m, 1.0))
+
+
+def test_layer_quadrature_matches_monte_carlo_and_first_order():
+    d = 4
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(d)
+    law = GaussianLaw.standard(d)
+    experts = TanhExperts([1.0, -1.0], [0.5, 0.5], rng.standard_normal((2, d)) / 2)
+    ts = rng.standard_normal(d) / 2
+    teacher = Teacher(lambda x: np.sign(x @ v) + 0.5 * np.tanh(x @ ts), 1.5)
+    model = MoERegression(LinearRouter.binary(v), experts, teacher)
+    taus = np.array([0.05, 0.01])
+    lq = risk_layer_quadrature(model, law, taus, n_perp=1500, rng=1)
+    mc = risk_mc(model, law, taus, 200_000, rng=2)
+    assert np.all(np.abs(lq.gap - mc.gap) <= 4.5 * np.hypot(lq.se, mc.se))
+    fo, fo_se = first_order_constant(model, law, n_cond=50_000, rng=3)
+    assert abs(lq.gap[1] / taus[1] - fo) <= 4.5 * np.hypot(lq.se[1] / taus[1], fo_se) + 0.03 * abs(fo)
+
+
+def test_polar_quadrature_curved_interface_first_order():
+    router = SphereRouter([0.0, 0.0], 1.0)
+    law = GaussianLaw.standard(2, mean=[0.3, 0.0])
+    model = MoERegression(router, PM1, Teacher(lambda x: np.where(router.g(x) > 0, 1.0, -1.0), 1.0))
+    taus = np.array([0.01, 0.001])
+    g = risk_polar_2d(model, law, taus, rho_max=16.0)
+    fo = first_order_constant(model, law)[0]
+    from moe_routing.boundary import sphere_constant
+    assert fo == pytest.approx(4 * JUMP_SQ * sphere_constant(router, law).value, rel=1e-10)
+    assert g.gap[0] / taus[0] == pytest.approx(fo, rel=5e-3)
+    assert g.gap[1] / taus[1] == pytest.approx(fo, rel=5e-4)
+
+
+def test_risk_bad_inputs():
+    model = MoERegression(ROUTER_1D, PM1, SIGN)
+    with pytest.raises(ValueError, match="τ = 0.0"):
+        risk_quad_1d(model, U1, [0.1, 0.0])
+    with pytest.raises(ValueError, match="τ = -0.1"):
+        risk_bound([-0.1], 2, 1, 1, 1)
+    with pytest.raises(ValueError, match="n = 0"):
+        risk_mc(model, U1, [0.1], 0)
+    with pytest.raises(ValueError, match="d = 2"):
+        risk_mc(model, UniformBox.cube(2), [0.1], 10)
+    with pytest.raises(ValueError, match="K = 1"):
+        ConstantExperts([1.0])
+    with pytest.raises(ValueError, match="K = 3"):
+        MoERegression(ROUTER_1D, ConstantExperts([1.0, 0.0, -1.0]), SIGN)
+    with pytest.raises(ValueError, match="mixture"):
+        MoERegression(ROUTER_1D, PM1, SIGN, mixture="tokens")

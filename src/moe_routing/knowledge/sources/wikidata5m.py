@@ -1,0 +1,360 @@
+"""Loader for the official WikiData5M files (Wang et al., KEPLER, TACL 2021), in bounded memory.
+
+Files (plain text or ``.gz``), as distributed:
+
+* triples -- ``wikidata5m_all_triplet.txt`` or ``wikidata5m_transductive_{train,valid,test}.txt``:
+  one fact per line, ``head<TAB>relation<TAB>tail`` with Wikidata ids (``Q…``, ``P…``,
+  ``Q…``); the transductive train file alone has about 20.6 M lines;
+* ``wikidata5m_entity.txt`` and ``wikidata5m_relation.txt``: ``id<TAB>alias1<TAB>alias2…``.
+
+Paper A builds its dataset from 50 WikiData5M relations with 200 (subject, object) pairs each.
+This loader reproduces that shape.
+
+Sampling (ours; the paper does not say how it sampled) -- one streaming pass, memory bounded by
+``#relations × oversample × n_pairs`` heads, whatever the file size:
+
+* every head of a relation gets a pseudo-random priority, ``blake2b(head, key=seed)``; per
+  relation we keep the ``oversample·n_pairs`` heads of smallest priority (a bottom-k sample:
+  uniform over the relation's distinct heads, deterministic for a seed, and order-independent);
+* a kept head records its objects; because a head's priority never changes and the admission
+  threshold only falls, a head still kept at the end was kept at every one of its lines, so all
+  its objects were seen;
+* **functional** pairs are the heads with exactly one distinct object; heads with several
+  objects (e.g. a person with two citizenships) are dropped, never truncated to one object;
+* the ``n_pairs`` functional heads of smallest priority are kept, after naming.
+
+Naming: an entity is named by its first alias (``"`` replaced by ``'`` so names stay quotable).
+Two heads of one relation that share a name but not an object make that name non-functional
+and are both dropped.  A second streaming pass over the alias file reads only the needed ids.
+
+Errors: a missing file raises :class:`WikiData5MFileError` (a ``FileNotFoundError`` and a
+``ValueError``) naming what was looked for; a malformed line raises
+:class:`WikiData5MFormatError` (a ``ValueError``) naming the file and line number; a needed
+entity without an alias raises :class:`WikiData5MAliasError` (or is skipped with
+``on_missing_alias="skip"``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import heapq
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..task import KnowledgeTask
+from .templates_file import template_file
+
+TRIPLE_FILES_ALL = ("wikidata5m_all_triplet.txt",)
+TRIPLE_FILES_TRANSDUCTIVE = ("wikidata5m_transductive_train.txt",
+                             "wikidata5m_transductive_valid.txt",
+                             "wikidata5m_transductive_test.txt")
+ENTITY_FILE = "wikidata5m_entity.txt"
+RELATION_FILE = "wikidata5m_relation.txt"
+
+
+class WikiData5MFileError(FileNotFoundError, ValueError):
+    """A WikiData5M file is missing."""
+
+
+class WikiData5MFormatError(ValueError):
+    """A malformed line (the message names the file and the line number)."""
+
+
+class WikiData5MAliasError(ValueError):
+    """A sampled entity or relation has no alias in the alias file."""
+
+
+def _find(directory: Path, name: str) -> Path | None:
+    for cand in (directory / name, directory / (name + ".gz")):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, line without the line break); a truncated .gz is reported."""
+    n = 0
+    try:
+        with _open_binary(path) as fh:
+            for n, raw in enumerate(fh, 1):
+                yield n, raw.rstrip(b"\r\n")
+    except (EOFError, gzip.BadGzipFile, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise WikiData5MFormatError(f"{path.name}: compressed stream is damaged or truncated "
+                                    f"after line {n} ({e})") from None
+
+
+def resolve_files(path: str | os.PathLike, triples: Sequence[str] | None = None) -> dict:
+    """Locate the files under ``path`` (a directory); every missing one is an error.
+
+    ``triples``: file names to read (``.gz`` found automatically); default: the all-triplet
+    file if present, else the three transductive files (train required, valid/test if there).
+    """
+    d = Path(path)
+    if not d.is_dir():
+        raise WikiData5MFileError(f"WikiData5M directory not found: {d}")
+    if triples is None:
+        found = [p for p in (_find(d, n) for n in TRIPLE_FILES_ALL) if p]
+        if not found:
+            train = _find(d, TRIPLE_FILES_TRANSDUCTIVE[0])
+            if train is None:
+                raise WikiData5MFileError(
+                    f"no WikiData5M triple file in {d}: looked for {TRIPLE_FILES_ALL[0]}[.gz] "
+                    f"and {TRIPLE_FILES_TRANSDUCTIVE[0]}[.gz]")
+            found = [train] + [p for p in (_find(d, n) for n in TRIPLE_FILES_TRANSDUCTIVE[1:]) if p]
+    else:
+        found = []
+        for n in triples:
+            p = _find(d, n)
+            if p is None:
+                raise WikiData5MFileError(f"WikiData5M triple file not found: {d / n}[.gz]")
+            found.append(p)
+    out = {"triples": found}
+    for key, name in (("entity", ENTITY_FILE), ("relation", RELATION_FILE)):
+        p = _find(d, name)
+        if p is None:
+            raise WikiData5MFileError(f"WikiData5M alias file not found: {d / name}[.gz]")
+        out[key] = p
+    return out
+
+
+@dataclass
+class RelationSample:
+    """Bottom-k sample of one relation's heads (bounded: at most ``k`` heads)."""
+
+    k: int
+    heap: list = field(default_factory=list)        # (−priority, head) max-heap
+    objects: dict = field(default_factory=dict)     # head -> tail, or None when several tails
+    priority: dict = field(default_factory=dict)
+    n_triples: int = 0
+
+    def add(self, head: bytes, tail: bytes, key: bytes):
+        self.n_triples += 1
+        obj = self.objects
+        if head in obj:
+            if obj[head] is not None and obj[head] != tail:
+                obj[head] = None
+            return
+        p = int.from_bytes(hashlib.blake2b(head, digest_size=8, key=key).digest(), "big")
+        if len(self.heap) < self.k:
+            heapq.heappush(self.heap, (-p, head))
+        elif p < -self.heap[0][0]:
+            _, out = heapq.heapreplace(self.heap, (-p, head))
+            del obj[out], self.priority[out]
+        else:
+            return
+        obj[head] = tail
+        self.priority[head] = p
+
+    def functional(self) -> list[tuple[bytes, bytes]]:
+        """Functional (head, tail) pairs in priority order."""
+        return sorted(((h, t) for h, t in self.objects.items() if t is not None),
+                      key=lambda ht: (self.priority[ht[0]], ht[0]))
+
+
+def scan_triples(files: Sequence[Path], relations: set[bytes], k: int, seed: int
+                 ) -> tuple[dict[bytes, RelationSample], int]:
+    """One pass over the triple files; returns per-relation samples and the number of lines."""
+    key = hashlib.blake2b(str(int(seed)).encode(), digest_size=16).digest()
+    samples = {r: RelationSample(k) for r in relations}
+    n_lines = 0
+    for path in files:
+        for n, line in _lines(path):
+            parts = line.split(b"\t")
+            if len(parts) != 3 or not (parts[0] and parts[1] and parts[2]):
+                if not line.strip():
+                    continue  # blank lines (e.g. a trailing one) carry no fact
+                raise WikiData5MFormatError(
+                    f"{path.name}, line {n}: expected 3 tab-separated fields "
+                    f"(head, relation, tail), got {len(parts)}: {line[:80].decode('utf-8', 'replace')!r}")
+            h, r, t = parts
+            if not (h[:1] == b"Q" and r[:1] == b"P" and t[:1] == b"Q" and h[1:].isdigit()
+                    and r[1:].isdigit() and t[1:].isdigit()):
+                raise WikiData5MFormatError(
+                    f"{path.name}, line {n}: expected Wikidata ids Q…<TAB>P…<TAB>Q…, got "
+                    f"{line[:80].decode('utf-8', 'replace')!r}")
+            n_lines += 1
+            s = samples.get(r)
+            if s is not None:
+                s.add(h, t, key)
+    return samples, n_lines
+
+
+def read_aliases(path: Path, needed: set[bytes]) -> dict[bytes, str]:
+    """First alias of each needed id (one streaming pass; other lines are only split once)."""
+    out: dict[bytes, str] = {}
+    for n, line in _lines(path):
+        if not line.strip():
+            continue
+        ident, sep, rest = line.partition(b"\t")
+        if not sep:
+            raise WikiData5MFormatError(f"{path.name}, line {n}: expected id<TAB>alias…, got "
+                                        f"{line[:80].decode('utf-8', 'replace')!r}")
+        if ident in needed:
+            first = rest.split(b"\t", 1)[0].decode("utf-8", "replace")
+            name = " ".join(first.replace('"', "'").split())
+            if name:
+                out[ident] = name
+    return out
+
+
+@dataclass
+class WikiData5MLoad:
+    """What :func:`load_wikidata5m` read: the tasks and per-relation counts."""
+
+    tasks: list[KnowledgeTask]
+    files: dict
+    n_lines: int
+    relations: dict[str, dict]
+    seconds: float
+
+
+def load_wikidata5m(path: str | os.PathLike, *, relations: Sequence[str] | None = None,
+                    n_relations: int = 50, n_pairs: int = 200, seed: int = 0,
+                    n_templates: int = 5, triples: Sequence[str] | None = None,
+                    oversample: int = 4, min_pairs: int | None = None,
+                    on_missing_alias: str = "error", template_path: str | None = None
+                    ) -> WikiData5MLoad:
+    """Tasks from WikiData5M: one per relation, ``n_pairs`` functional pairs each.
+
+    relations   : Wikidata property ids to load (each needs templates in the template file);
+                  None = choose ``n_relations`` among the templated relations having at least
+                  ``min_pairs`` (default ``n_pairs``) functional pairs, by a seeded permutation
+    oversample  : heads kept per relation = oversample × n_pairs (room for non-functional ones)
+    on_missing_alias : "error" (default) or "skip" (drop pairs whose entity has no alias)
+    """
+    t0 = time.perf_counter()
+    if n_pairs < 1:
+        raise ValueError(f"n_pairs={n_pairs} outside the accepted range [1, ∞)")
+    if oversample < 1:
+        raise ValueError(f"oversample={oversample} outside the accepted range [1, ∞)")
+    if not 1 <= n_templates <= 5:
+        raise ValueError(f"n_templates={n_templates} outside the accepted range [1, 5]")
+    if on_missing_alias not in ("error", "skip"):
+        raise ValueError(f"on_missing_alias={on_missing_alias!r}; accepted: error, skip")
+    specs = {r: s for r, s in template_file(template_path).items() if re.fullmatch(r"P\d+", r)}
+    if relations is not None:
+        missing = [r for r in relations if r not in specs]
+        if missing:
+            raise ValueError(f"no templates for relations {missing}; relations with templates: "
+                             f"{', '.join(sorted(specs, key=lambda x: int(x[1:])))}")
+        wanted = list(dict.fromkeys(relations))
+    else:
+        if not 1 <= n_relations <= len(specs):
+            raise ValueError(f"n_relations={n_relations} outside the accepted range "
+                             f"[1, {len(specs)}] (relations with templates)")
+        wanted = sorted(specs, key=lambda x: int(x[1:]))
+    min_pairs = n_pairs if min_pairs is None else min_pairs
+    files = resolve_files(path, triples)  # all files checked before the long pass
+
+    samples, n_lines = scan_triples(files["triples"], {r.encode() for r in wanted},
+                                    oversample * n_pairs, seed)
+    cand = {r.decode(): s.functional() for r, s in samples.items()}
+
+    # aliases of every candidate entity (bounded: ≤ #relations × oversample × n_pairs × 2)
+    needed = {e for pairs in cand.values() for ht in pairs for e in ht}
+    names = read_aliases(files["entity"], needed)
+    rel_names = read_aliases(files["relation"], {r.encode() for r in wanted})
+    lacking = sorted(needed - set(names), key=lambda b: (len(b), b))
+    if lacking and on_missing_alias == "error":
+        shown = ", ".join(b.decode() for b in lacking[:5])
+        raise WikiData5MAliasError(
+            f"{files['entity'].name}: no alias for entity {lacking[0].decode()} "
+            f"({len(lacking)} sampled entities lack one: {shown}{', …' if len(lacking) > 5 else ''})")
+
+    stats, pools = {}, {}
+    for r in wanted:
+        by_name: dict[str, str] = {}
+        bad: set[str] = set()
+        for h, t in cand[r]:
+            if h not in names or t not in names:
+                continue
+            a, b = names[h], names[t]
+            if by_name.setdefault(a, b) != b:
+                bad.add(a)
+        pool = [(a, b) for a, b in by_name.items() if a not in bad][:n_pairs]
+        pools[r] = pool
+        s = samples[r.encode()]
+        stats[r] = dict(triples=s.n_triples, heads_sampled=len(s.objects),
+                        functional=len(cand[r]), kept=len(pool),
+                        label=rel_names.get(r.encode(), specs[r]["label"]))
+    if relations is None:
+        eligible = [r for r in wanted if len(pools[r]) >= min_pairs]
+        if len(eligible) < n_relations:
+            raise ValueError(f"only {len(eligible)} templated relations have ≥ {min_pairs} "
+                             f"functional pairs in these files; asked for n_relations="
+                             f"{n_relations} (lower it or min_pairs)")
+        order = np.random.default_rng(seed).permutation(len(eligible))[:n_relations]
+        chosen = [eligible[i] for i in sorted(order)]
+    else:
+        chosen = wanted
+        empty = [r for r in chosen if not pools[r]]
+        if empty:
+            raise ValueError(f"relations {empty} have no functional pairs in these files")
+    tasks = [KnowledgeTask(name=r, templates=tuple(specs[r]["templates"][:n_templates]),
+                           dictionary=dict(pools[r]), label=stats[r]["label"], property_id=r,
+                           description="WikiData5M", meta=dict(stats[r]))
+             for r in chosen]
+    present = {r: v for r, v in stats.items() if v["triples"]}  # templated and in the files
+    return WikiData5MLoad(tasks=tasks, files={k: [str(p) for p in v] if isinstance(v, list)
+                                              else str(v) for k, v in files.items()},
+                          n_lines=n_lines, relations=present, seconds=time.perf_counter() - t0)
+
+
+def write_official_format(directory: str | os.PathLike, n_lines: int, *,
+                          relations: Sequence[str] = ("P17", "P19", "P27", "P36", "P106"),
+                          n_entities: int = 100_000, multi_share: float = 0.2, seed: int = 0,
+                          gz: bool = False, chunk: int = 500_000) -> dict:
+    """Write random files in the official WikiData5M format (for tests and benchmarks).
+
+    Triples go to ``wikidata5m_transductive_train.txt``: heads drawn from Q1..Q{n_entities},
+    relations from ``relations``, tails from the same entities.  A share ``multi_share`` of the
+    lines repeats an earlier (head, relation) with another tail, so some heads are not
+    functional.  Every entity and relation gets an alias line ``id<TAB>name<TAB>other alias``.
+    The facts are random: this checks format handling, speed and memory, not knowledge.
+    """
+    if n_lines < 1 or n_entities < 2:
+        raise ValueError(f"n_lines={n_lines} (≥ 1) and n_entities={n_entities} (≥ 2) required")
+    if not 0.0 <= multi_share < 1.0:
+        raise ValueError(f"multi_share={multi_share} outside the accepted range [0, 1)")
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    ext = ".gz" if gz else ""
+    opener = (lambda p: gzip.open(p, "wb", compresslevel=1)) if gz else (lambda p: open(p, "wb"))
+    rng = np.random.default_rng(seed)
+    rel = np.array([int(r[1:]) for r in relations])
+    tri = d / (TRIPLE_FILES_TRANSDUCTIVE[0] + ext)
+    with opener(tri) as fh:
+        done = 0
+        while done < n_lines:
+            m = min(chunk, n_lines - done)
+            h = rng.integers(1, n_entities + 1, m)
+            r = rel[rng.integers(0, len(rel), m)]
+            t = rng.integers(1, n_entities + 1, m)
+            rep = np.nonzero(rng.random(m) < multi_share)[0]
+            rep = rep[rep > 0]
+            h[rep], r[rep] = h[rep - 1], r[rep - 1]  # same (head, relation), another tail
+            fh.write("".join(f"Q{a}\tP{b}\tQ{c}\n" for a, b, c in
+                             zip(h.tolist(), r.tolist(), t.tolist())).encode())
+            done += m
+    ent = d / (ENTITY_FILE + ext)
+    with opener(ent) as fh:
+        for start in range(1, n_entities + 1, chunk):
+            stop = min(start + chunk, n_entities + 1)
+            fh.write("".join(f"Q{i}\tentity {i}\tE{i}\n" for i in range(start, stop)).encode())
+    relf = d / (RELATION_FILE + ext)
+    with opener(relf) as fh:
+        fh.write("".join(f"{r}\trelation {r}\t{r.lower()}\n" for r in relations).encode())
+    return {"triples": tri, "entity": ent, "relation": relf}

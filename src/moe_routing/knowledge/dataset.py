@@ -80,6 +80,11 @@ class EncodedSplit:
         """(M, n−1) next tokens."""
         return self.tokens[:, 1:]
 
+    def targets_masked(self, ignore_index: int = -100):
+        """(M, n−1) next tokens with ``ignore_index`` where nothing is predicted (padding and
+        after EOS): the form ``torch.nn.functional.cross_entropy`` expects."""
+        return self.targets.masked_fill(~self.loss_mask, ignore_index)
+
     @property
     def loss_mask(self):
         """(M, n−1) bool: positions where a next token is predicted (inside the sentence)."""

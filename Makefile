@@ -5,6 +5,7 @@
 #   make test                      the whole test suite (smoke execution, book build, browser)
 #   make execute PROFILE=smoke|default|paper DEVICE=auto|cpu|cuda [NOTEBOOKS="a b"]
 #   make html PROFILE=...          build the HTML of a profile from its executed chapters
+#   make student [PROFILE=...]     the student edition (solutions removed at build time)
 #   make bench                     benchmarks (speed and scale, printed as ratios)
 
 SHELL       := /bin/bash
@@ -23,10 +24,10 @@ else
 HTML_OUT    := build/$(PROFILE)
 endif
 
-.PHONY: book execute html test unit bench chromium env lock clean help
+.PHONY: book student execute html test unit bench chromium env lock clean help
 
 help:
-	@sed -n '1,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,13p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environment ---------------------------------------------------------------------------
 $(STAMP): requirements.lock pyproject.toml
@@ -68,6 +69,14 @@ html: $(STAMP)
 book:
 	@$(MAKE) --no-print-directory execute PROFILE=default
 	@$(MAKE) --no-print-directory html PROFILE=default
+
+# The student edition: the same executed chapters, every exercise solution cut from the sources
+# before the build (not hidden by CSS), HTML in build/PROFILE/student/_build/html.
+student:
+	@$(MAKE) --no-print-directory execute PROFILE='$(PROFILE)'
+	@src=$$($(PY) -m moe_routing.pipeline stage --profile '$(PROFILE)' --edition student) && \
+	$(VENV)/bin/jupyter-book build "$$src" --path-output 'build/$(PROFILE)/student' -W --keep-going -q
+	@echo "Student edition: build/$(PROFILE)/student/_build/html/index.html"
 
 # --- tests ---------------------------------------------------------------------------------
 # Debian's chromium drives the rendered-book checks; installed here when missing.

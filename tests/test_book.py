@@ -101,3 +101,55 @@ def test_make_rejects_bad_arguments_before_running(smoke_book, args, message):
     assert "executing" not in res.stdout
     after = {p: p.stat().st_mtime_ns for p in build.rglob("*") if p.is_file()}
     assert after == before
+
+
+# --- student edition ---------------------------------------------------------------------------
+
+def _solution_needles() -> list[str]:
+    """Runs of ≥ 5 plain words from every solution in the book's sources: text that must not
+    reach a student."""
+    import re
+
+    from moe_routing.classroom import solution_texts
+
+    needles = set()
+    sources = list((ROOT / "notebooks").glob("*.md")) + list((ROOT / "book").rglob("*.md"))
+    for src in sources:
+        for body in solution_texts(src.read_text(encoding="utf-8")):
+            for line in body.splitlines():
+                run: list[str] = []
+                for tok in line.split() + [""]:
+                    if re.fullmatch(r"[A-Za-z]+[,.;]?", tok):
+                        run.append(tok)
+                        continue
+                    if len(run) >= 5:
+                        needles.add(" ".join(run))
+                    run = []
+    return sorted(needles)
+
+
+@pytest.fixture(scope="session")
+def student_book(smoke_book) -> Path:
+    res = make("student", "PROFILE=smoke")
+    assert res.returncode == 0, f"student build failed:\n{res.stdout}\n{res.stderr}"
+    return ROOT / "build" / "smoke" / "student" / "_build" / "html"
+
+
+def _all_text(root: Path) -> str:
+    return "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in root.rglob("*")
+                     if p.is_file() and p.suffix in (".html", ".js", ".md", ".ipynb", ".txt")
+                     and "mathjax" not in p.parts and "vendor" not in p.parts)
+
+
+def test_student_edition_has_exercises_but_no_solution_text(smoke_book, student_book):
+    needles = _solution_needles()
+    assert len(needles) >= 2, "the book's sources should contain solutions to check"
+    full, student = _all_text(smoke_book), _all_text(student_book)
+    present_in_full = [n for n in needles if n in full]
+    assert present_in_full, "control failed: no solution text found in the full edition"
+    leaked = [n for n in needles if n in student]
+    assert not leaked, f"solution text in the student edition: {leaked[:5]}"
+    intro = (student_book / "chapters" / "intro.html").read_text(encoding="utf-8")
+    assert "ex-intro-gate-gap" in intro and "Exercise" in intro
+    assert "Solution to" not in intro
+    assert "student edition" in intro

@@ -254,3 +254,12 @@ def test_real_params_files_validate():
     for profile in ("smoke", "default", "paper"):
         params = pl.load_params(project, profile)
         assert set(params) == set(project.notebook_names())
+
+
+def test_executed_notebook_does_not_embed_its_source_in_metadata(project):
+    """papermill, given a notebook object, stores the whole input in metadata; we must not."""
+    run_all(project)
+    nb = nbformat.read(project.build_dir("smoke") / "executed" / "alpha.ipynb", as_version=4)
+    meta = nb.metadata["papermill"]
+    assert meta["input_path"] == "notebooks/alpha.md"
+    assert ".tmp-" not in str(meta)

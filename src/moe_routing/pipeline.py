@@ -75,9 +75,12 @@ class Project:
     def build_dir(self, profile: str) -> Path:
         return self.root / "build" / profile
 
-    def html_dir(self, profile: str) -> Path:
-        """Where the HTML of a profile lands: ``book/_build/html`` for the default profile (what
-        ``make book`` promises), ``build/P/_build/html`` for the others."""
+    def html_dir(self, profile: str, edition: str = "full") -> Path:
+        """Where the HTML lands: ``book/_build/html`` for the default profile (what ``make book``
+        promises), ``build/P/_build/html`` for the others, ``build/P/student/_build/html`` for
+        a student edition."""
+        if edition == "student":
+            return self.build_dir(profile) / "student" / "_build" / "html"
         if profile == "default":
             return self.book_dir / "_build" / "html"
         return self.build_dir(profile) / "_build" / "html"
@@ -229,9 +232,20 @@ def _read_state(path: Path) -> dict | None:
         return None
 
 
-def _finalise_notebook(nb, profile: str, params: dict, prov: dict) -> None:
+def _finalise_notebook(nb, name: str, profile: str, params: dict, prov: dict,
+                       artifacts: Path) -> None:
     """Hide the pipeline's plumbing from readers: drop the defaults cell, keep the injected
-    cell (the values actually used) with a comment naming the profile, record provenance."""
+    cell (the values actually used) with a comment naming the profile, record provenance.
+
+    papermill records its input as the whole input notebook when given a notebook object
+    (doubling the file and leaking every cell, solutions included, into metadata): replace it
+    by the source path, and the temporary output/artifact paths by the final ones.
+    """
+    pm_meta = nb.metadata.get("papermill", {})
+    pm_meta["input_path"] = f"notebooks/{name}.md"
+    pm_meta["output_path"] = f"build/{profile}/executed/{name}.ipynb"
+    if "parameters" in pm_meta:
+        pm_meta["parameters"] = {**pm_meta["parameters"], "artifacts_dir": str(artifacts)}
     for cell in nb.cells:
         tags = cell.get("metadata", {}).get("tags", [])
         if "parameters" in tags and "remove-cell" not in tags:
@@ -298,7 +312,8 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
                   "provenance": prov}
         if status == "ok":
             # Final artifacts dir name replaces the temp name in the displayed parameters.
-            _finalise_notebook(out, profile, params, {**prov, "wall_s": record["wall_s"]})
+            _finalise_notebook(out, name, profile, params, {**prov, "wall_s": record["wall_s"]},
+                               (art_root / name).resolve())
             atomic_write_text(exe_dir / f"{name}.ipynb", nbformat.writes(out))
             final = art_root / name
             trash = art_root / f".{name}.old-{os.getpid()}"
@@ -349,21 +364,39 @@ def _write_if_changed(dst: Path, text: str) -> None:
     atomic_write_text(dst, text)
 
 
-def stage(project: Project, profile: str) -> Path:
-    """Assemble the Jupyter Book source for ``profile`` under ``build/P/book``."""
-    from . import bookpages
+EDITIONS = ("full", "student")
 
+
+def stage(project: Project, profile: str, edition: str = "full") -> Path:
+    """Assemble the Jupyter Book source for ``profile`` under ``build/P/book`` (or, for the
+    student edition, ``build/P/book-student``, with every exercise solution cut from the
+    sources so that none can reach the HTML, the page sources or the search index)."""
+    import nbformat
+
+    from . import bookpages
+    from .classroom import strip_notebook, strip_solutions
+
+    if edition not in EDITIONS:
+        raise PipelineError(f"unknown edition {edition!r}; accepted: {', '.join(EDITIONS)}")
+    student = edition == "student"
     bdir = project.build_dir(profile)
-    out = bdir / "book"
+    out = bdir / ("book-student" if student else "book")
     out.mkdir(parents=True, exist_ok=True)
     wanted: set[Path] = set()
     for src in project.book_dir.rglob("*"):
         rel = src.relative_to(project.book_dir)
-        if rel.parts[0].startswith("_build") or src.is_dir():
+        if rel.parts[0].startswith("_build") or src.is_dir() or "__pycache__" in rel.parts:
             continue
         dst = out / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        _copy_if_changed(src, dst)
+        if student and src.suffix == ".md":
+            _write_if_changed(dst, strip_solutions(src.read_text(encoding="utf-8")))
+        elif student and rel == Path("_config.yml"):
+            cfg = yaml.safe_load(src.read_text(encoding="utf-8"))
+            cfg["title"] = f"{cfg['title']} (student edition)"
+            _write_if_changed(dst, yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+        else:
+            _copy_if_changed(src, dst)
         wanted.add(dst)
     names = project.notebook_names()
     chapters = out / "chapters"
@@ -373,7 +406,11 @@ def stage(project: Project, profile: str) -> Path:
         states[name] = _read_state(bdir / "state" / f"{name}.json")
         exe = bdir / "executed" / f"{name}.ipynb"
         dst = chapters / f"{name}.ipynb"
-        if exe.exists():
+        if exe.exists() and student:
+            nb = nbformat.read(exe, as_version=4)
+            strip_notebook(nb)
+            _write_if_changed(dst, nbformat.writes(nb))
+        elif exe.exists():
             _copy_if_changed(exe, dst)
         else:
             _write_if_changed(dst, bookpages.not_executed_notebook(name, states[name]))
@@ -387,7 +424,8 @@ def stage(project: Project, profile: str) -> Path:
     _write_if_changed(out / "_toc.yml", toc)
     wanted.add(out / "_toc.yml")
     for f in out.rglob("*"):  # stale files (a removed chapter) would break the toc check
-        if f.is_file() and f not in wanted and "_build" not in f.parts:
+        if (f.is_file() and f not in wanted and "_build" not in f.parts
+                and "__pycache__" not in f.parts):
             f.unlink()
     return out
 
@@ -419,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
                            help="print the resolved device (auto -> cuda or cpu)")
         if cmd == "run":
             p.add_argument("--force", action="store_true", help="execute even if up to date")
+        if cmd == "stage":
+            p.add_argument("--edition", default="full", help="full | student")
     args = ap.parse_args(argv)
     try:
         project = Project(find_root())
@@ -440,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile not in PROFILES:
                 raise PipelineError(f"unknown PROFILE {args.profile!r}; accepted: "
                                     f"{', '.join(PROFILES)}")
-            print(stage(project, args.profile))
+            print(stage(project, args.profile, args.edition))
             return 0
         if args.cmd == "report":
             bad = [st for st in failed(project, args.profile)

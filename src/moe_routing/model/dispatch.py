@@ -131,11 +131,14 @@ def dispatch_sorted(x, expert_index, gate, w1, b1, w2, b2, activation="relu", gr
         h = act(h + b1.to(x.dtype)[es])
         ys = _contig_grad(F.grouped_mm(h, w2c, offs=offs)) + b2.to(x.dtype)[es]  # (n k, d)
     else:
+        # unbind (not w1[e]): its backward stacks the E slice gradients in one buffer instead
+        # of zero-filling a full (e, d, f) gradient per expert.
+        w1s, b1s, w2s, b2s = w1.unbind(0), b1.unbind(0), w2.unbind(0), b2.unbind(0)
         parts = []
         for e, xe in enumerate(torch.split(xs, counts.tolist())):
             if xe.shape[0] == 0:
                 continue
-            parts.append(act(xe @ w1[e] + b1[e]) @ w2[e] + b2[e])
+            parts.append(torch.addmm(b2s[e], act(torch.addmm(b1s[e], xe, w1s[e])), w2s[e]))
         ys = torch.cat(parts) if parts else xs.new_zeros(0, d)
     ys = ys * gate.reshape(-1)[order].unsqueeze(-1).to(ys.dtype)          # (n k, d)
     inverse = torch.empty_like(order)

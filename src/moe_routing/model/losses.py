@@ -40,6 +40,11 @@ class LossParts(NamedTuple):
         return {name: float(v.detach()) for name, v in self._asdict().items()}
 
 
+def _upcast(x: torch.Tensor) -> torch.Tensor:
+    """Half-precision activations (autocast) are summed in float32; float64 stays float64."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
 def _flat_mask(mask: torch.Tensor | None, n: int, device) -> torch.Tensor | None:
     if mask is None:
         return None
@@ -49,16 +54,47 @@ def _flat_mask(mask: torch.Tensor | None, n: int, device) -> torch.Tensor | None
     return mask
 
 
+class _CrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy over non-ignored rows with a fused backward.
+
+    Same value and gradient as ``F.cross_entropy(..., ignore_index=...)`` (tested), but the
+    backward writes ``(softmax − onehot) · scale`` in one buffer instead of materialising a
+    zero-filled NLL gradient and a separate log-softmax backward: on the CPU the (tokens ×
+    vocabulary) passes over memory are what this loss costs, so fewer of them matter.
+    """
+
+    @staticmethod
+    def forward(ctx, logits, targets, ignore_index):                   # (n, v), (n,)
+        valid = targets != ignore_index
+        safe = targets.clamp_min(0) * valid
+        n_valid = valid.sum().clamp_min(1).to(logits.dtype)
+        lse = torch.logsumexp(logits, -1)                                 # (n,)
+        picked = logits.gather(1, safe[:, None])[:, 0]                    # (n,)
+        loss = ((lse - picked) * valid).sum() / n_valid
+        ctx.save_for_backward(logits, safe, lse, valid, n_valid)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        logits, safe, lse, valid, n_valid = ctx.saved_tensors
+        scale = (grad_out / n_valid) * valid                              # (n,)
+        grad = torch.sub(logits, lse[:, None]).exp_().mul_(scale[:, None])
+        grad.scatter_add_(1, safe[:, None], -scale[:, None])
+        return grad, None, None
+
+
 def next_token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
                              ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
-    """Mean CE over non-ignored targets.  logits (b, t, v), targets (b, t) with ``ignore_index``
-    at padding / unsupervised positions (targets are already shifted: targets[:, s] is the
-    token that follows input position s)."""
+    """Mean CE over non-ignored targets (0 when every target is ignored).
+
+    logits (..., v), targets (...) with ``ignore_index`` at padding / unsupervised positions
+    (targets are already shifted: targets[:, s] is the token that follows input position s).
+    """
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} "
-                         "disagree on (batch, seq)")
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                           ignore_index=ignore_index)
+                         "disagree on their leading (token) dimensions")
+    return _CrossEntropy.apply(_upcast(logits.reshape(-1, logits.shape[-1])),
+                               targets.reshape(-1), ignore_index)
 
 
 def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
@@ -87,7 +123,7 @@ def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
 def router_z_loss(router_logits: torch.Tensor, beta: float = 1e-3,
                   mask: torch.Tensor | None = None) -> torch.Tensor:
     """ST-MoE z-loss ``β · mean_x logsumexp(logits_x)^2``; keeps router logits small."""
-    z = torch.logsumexp(router_logits.float(), dim=-1).reshape(-1)        # (n,)
+    z = torch.logsumexp(_upcast(router_logits), dim=-1).reshape(-1)        # (n,)
     m = _flat_mask(mask, z.shape[0], z.device)
     if m is not None:
         z = z[m]
@@ -119,7 +155,7 @@ def task_router_loss(router_logits: torch.Tensor, expert_targets: torch.Tensor,
     choice, see the module docstring).
     """
     n_exp = router_logits.shape[-1]
-    logits = router_logits.reshape(-1, n_exp).float()                     # (n, e)
+    logits = _upcast(router_logits.reshape(-1, n_exp))                     # (n, e)
     targets = expert_targets.reshape(-1)
     if targets.shape[0] != logits.shape[0]:
         raise ValueError(f"expert_targets has {targets.shape[0]} entries, router_logits "
@@ -142,16 +178,22 @@ def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
                    ignore_index: int = IGNORE_INDEX) -> LossParts:
     """Combine the parts for one of paper A's objectives ``ce``, ``ce+lb``, ``ce+router``.
 
-    targets (b, t) with ``ignore_index`` padding; task_ids (b,) — needed for ``ce+router``;
+    logits (b, t, v), or (m, v) at the m positions where targets != ignore_index (as returned
+    by ``model(idx, logits_mask=targets != ignore_index)``); targets (b, t) with ``ignore_index``
+    padding; task_ids (b,) — needed for ``ce+router``;
     router_mask (b, t) bool — supervised router positions (default: targets != ignore_index).
     LB and z-loss count the non-padding tokens (targets != ignore_index).  ``z_beta`` > 0 adds
     the z-loss to any objective.
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; accepted: {', '.join(OBJECTIVES)}")
-    zero = logits.new_zeros(()).float()
+    zero = _upcast(logits.new_zeros(()))
     real = targets != ignore_index                                        # (b, t)
-    ce = next_token_cross_entropy(logits, targets, ignore_index)
+    if logits.dim() == 2 and targets.dim() == 2:
+        # logits computed only at the non-padding positions (``logits_mask=targets != ignore``)
+        ce = next_token_cross_entropy(logits, targets[real], ignore_index)
+    else:
+        ce = next_token_cross_entropy(logits, targets, ignore_index)
     lb = (load_balancing_loss(router_probs, expert_index, lb_alpha, real)
           if objective == "ce+lb" else zero)
     z = router_z_loss(router_logits, z_beta, real) if z_beta > 0 else zero
@@ -163,5 +205,6 @@ def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
         targets_e = experts[:, None].expand(router_logits.shape[:-1])     # (b, t)
         mask = real if router_mask is None else router_mask
         rt = router_alpha * task_router_loss(router_logits, targets_e, mask)
-    total = ce + lb.float() + z + rt
-    return LossParts(total, ce, lb.float(), z, rt)
+    lb = _upcast(lb)
+    total = ce + lb + z + rt
+    return LossParts(total, ce, lb, z, rt)

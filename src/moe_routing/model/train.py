@@ -200,9 +200,11 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
         for g in opt.param_groups:
             g["lr"] = lr
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
-            out = model(inputs[idx])
+            tgt = targets[idx]                                            # (b, t)
+            real = tgt != IGNORE_INDEX
+            out = model(inputs[idx], logits_mask=real)                    # logits (m, v)
             parts = objective_loss(
-                cfg.objective, out.logits, targets[idx], out.router_logits, out.router_probs,
+                cfg.objective, out.logits, tgt, out.router_logits, out.router_probs,
                 out.expert_index, None if task_ids is None else task_ids[idx],
                 None if rmask is None else rmask[idx], lb_alpha=cfg.lb_alpha,
                 router_alpha=cfg.router_alpha, z_beta=cfg.z_beta)

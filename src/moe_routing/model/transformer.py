@@ -195,8 +195,14 @@ class MoETransformer(nn.Module):
 
     # ------------------------------------------------------------------ forward
     def forward(self, idx: torch.Tensor, return_internals: bool = False,
-                backend: str | None = None) -> ModelOutput:
-        """idx (b, t) token ids, t ≤ max_len → :class:`ModelOutput`."""
+                backend: str | None = None,
+                logits_mask: torch.Tensor | None = None) -> ModelOutput:
+        """idx (b, t) token ids, t ≤ max_len → :class:`ModelOutput`.
+
+        ``logits_mask`` (b, t) bool: compute logits only there (training skips padding this way:
+        the unembedding and the softmax over the vocabulary are most of a step's cost); then
+        ``logits`` is (m, v) for the m selected positions in row-major order.
+        """
         cfg = self.config
         if idx.dim() != 2:
             raise ValueError(f"idx must be (batch, seq) token ids, got shape {tuple(idx.shape)}")
@@ -219,7 +225,9 @@ class MoETransformer(nn.Module):
         moe = self.experts(x.reshape(b * t, -1), top_i.reshape(b * t, -1),
                            gate.reshape(b * t, -1), backend).view(b, t, -1)
         a2 = a1 + moe                                                     # A''
-        logits = self.unembed(self.ln_out(a2))                            # (b, t, v)
+        if logits_mask is not None:
+            a2 = a2[logits_mask]                                          # (m, d)
+        logits = self.unembed(self.ln_out(a2))                            # (b, t, v) | (m, v)
         if not return_internals:
             return ModelOutput(logits, router_logits, probs, top_i, gate)
         return ModelOutput(logits, router_logits, probs, top_i, gate, att, heads, a1, moe)

@@ -145,3 +145,29 @@ def test_sampling_is_seeded_bounded_and_functional(tmp_path):
             assert tails[(s, task.name)] == {o}
     with pytest.raises(ValueError, match="only 3 templated relations"):
         load_wikidata5m(tmp_path, n_relations=4, n_pairs=50)
+
+
+def test_sample_does_not_depend_on_chunking(tmp_path):
+    from moe_routing.knowledge.sources.wikidata5m import scan_triples
+
+    write_official_format(tmp_path, 20_000, n_entities=3_000, relations=("P17", "P19"),
+                          multi_share=0.3, seed=2)
+    f = [tmp_path / "wikidata5m_transductive_train.txt"]
+    big, n1 = scan_triples(f, {b"P17", b"P19"}, k=100, seed=5)
+    small, n2 = scan_triples(f, {b"P17", b"P19"}, k=100, seed=5, chunk_bytes=256)
+    assert n1 == n2 == 20_000
+    for r in big:
+        assert big[r].functional() == small[r].functional()
+        assert big[r].n_triples == small[r].n_triples
+        # with 3 000 heads and ~10 000 triples per relation most heads have several tails
+        assert 0 < len(big[r].functional()) < 100
+
+
+def test_malformed_alias_line(tmp_path):
+    write(tmp_path)
+    p = tmp_path / "wikidata5m_entity.txt"
+    p.write_text(p.read_text() + "Q8 no tab here\n")
+    with pytest.raises(WikiData5MFormatError) as e:
+        load_wikidata5m(tmp_path, relations=["P36"])
+    assert str(e.value) == ("wikidata5m_entity.txt, line 8: expected id<TAB>alias…, "
+                            "got 'Q8 no tab here'")

@@ -1,0 +1,151 @@
+"""The autograded assignments: built with otter assign, graded locally with otter run.
+
+For every assignment: the reference solution scores full marks, the blank student notebook
+scores zero, hidden tests exist in the autograder and nowhere in the student notebook, and no
+solution line reaches the student.  One deliberately wrong solution shows that the hidden tests
+catch what the public ones miss.  Select with ``pytest -m assignments`` (about a minute on two
+cores: each grading run executes a notebook in a fresh kernel).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.assignments
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("assignments_build", ROOT / "assignments" / "build.py")
+build = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = build        # dataclasses look their module up while the file executes
+_spec.loader.exec_module(build)
+
+NAMES = build.available()
+
+
+def test_at_least_three_assignments():
+    assert len(NAMES) >= 3, NAMES
+    assert {"load_balancing", "boundary_mass", "two_task_router"} <= set(NAMES)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("assignments")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        products = list(pool.map(lambda n: build.build(n, out), NAMES))
+    return {b.name: b for b in products}
+
+
+@pytest.fixture(scope="module")
+def checked(built):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(build.check, built.values()))
+    return {c.name: c for c in results}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_solution_scores_full_marks(checked, name):
+    sol = checked[name].solution
+    assert sol.possible > 0
+    assert sol.score == pytest.approx(sol.possible), sol.per_question
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_blank_student_notebook_scores_zero(checked, name):
+    blank = checked[name].blank
+    assert blank.possible == checked[name].solution.possible > 0
+    assert blank.score == 0, blank.per_question
+    assert set(blank.per_question) == set(checked[name].solution.per_question)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hidden_tests_exist_and_stay_out_of_the_student_notebook(built, checked, name):
+    b = built[name]
+    hidden, public = build.test_names(b.zip)
+    assert hidden and public, (hidden, public)
+    # every question of the autograder is graded with at least one hidden test
+    with zipfile.ZipFile(b.zip) as zf:
+        files = [m for m in zf.namelist() if m.startswith("tests/") and m.endswith(".py")]
+        assert len(files) == len(checked[name].solution.per_question)
+        for m in files:
+            assert "hidden=True" in zf.read(m).decode(), f"{m} has no hidden test"
+    student = json.loads(b.student.read_text())
+    meta_tests = student["metadata"]["otter"]["tests"]        # what grader.check can run
+    assert meta_tests, "the student notebook carries no public tests"
+    text = b.student.read_text()
+    assert not [h for h in hidden if h in text]
+    assert all(p in json.dumps(meta_tests) for p in public)
+    assert "hidden=True" not in json.dumps(meta_tests)
+    assert checked[name].problems == []
+
+
+def _solution_lines(source: str) -> list[str]:
+    """Non-trivial code lines inside # BEGIN SOLUTION … # END SOLUTION or ending in # SOLUTION."""
+    lines, inside, raw = [], False, False
+    for line in source.splitlines():
+        s = line.strip()
+        # raw cells delimit otter's blocks (question, solution cells, tests): not code lines
+        if s.startswith("```{raw-cell}"):
+            raw = True
+        if raw:
+            raw = s != "```"
+            continue
+        if re.match(r"#\s*BEGIN SOLUTION", s):
+            inside = True
+        elif re.match(r"#\s*END SOLUTION", s):
+            inside = False
+        elif inside or s.endswith("# SOLUTION"):
+            code = s.removesuffix("# SOLUTION").strip()
+            if len(code) > 15 and not code.startswith(("#", '"""', "```")):
+                lines.append(code)
+    return lines
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_solution_line_reaches_the_student(built, name):
+    solution = _solution_lines((ROOT / "assignments" / f"{name}.md").read_text())
+    assert len(solution) >= 5, "the source has no solution lines: the parser is broken"
+    cells = json.loads(built[name].student.read_text())["cells"]
+    student = "\n".join("".join(c["source"]) for c in cells)
+    assert [ln for ln in solution if ln in student] == []
+    # ...while they are in the autograder's solution notebook (the parser finds real lines)
+    sol_cells = json.loads(built[name].solution.read_text())["cells"]
+    sol_text = "\n".join("".join(c["source"]) for c in sol_cells)
+    assert all(ln in sol_text for ln in solution)
+
+
+def test_hidden_tests_catch_a_wrong_normalisation(built, tmp_path):
+    """f_i = count_i / n instead of count_i / (n k): right for top-1, wrong for top-2.
+
+    The public test (top-1, uniform routing) passes; a hidden test (top-2, against
+    moe_routing.model.losses) must take the points of question 1 away, and only those.
+    """
+    b = built["load_balancing"]
+    nb = json.loads(b.solution.read_text())
+    right = "f = counts.to(router_probs.dtype) / idx.numel()"
+    hits = 0
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if right in src:
+            cell["source"] = src.replace(right, "f = counts.to(router_probs.dtype) / n")
+            hits += 1
+    assert hits == 1
+    wrong = tmp_path / "load_balancing.ipynb"
+    wrong.write_text(json.dumps(nb))
+    g = build.grade(wrong, b.zip)
+    q1_score, q1_max = g.per_question["q1_switch_lb"]
+    assert 0 < q1_score < q1_max, g.per_question             # public passed, hidden failed
+    others = {q: s for q, s in g.per_question.items() if q != "q1_switch_lb"}
+    assert all(score == pmax for score, pmax in others.values()), others
+
+
+def test_unknown_assignment_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="unknown assignment 'nope'; accepted: "):
+        build.build("nope", tmp_path)

@@ -266,3 +266,15 @@ def test_property_roundtrip_valid_next_and_bound(tasks, seed):
     for row in ds.task_table():
         assert row["complexity"] <= row["bound_own"] <= row["bound_uniform"]
         assert row["bound_uniform"] == L * row["n_templates"] + N
+
+
+def test_identification_depth():
+    located, spoken = running_example()
+    ds = KnowledgeDataset([located, spoken])
+    # "⋆1 is in" vs "⋆1 is spoken": the third token decides
+    assert ds.identification_depth().tolist() == [3, 3]
+    same = KnowledgeTask("same", ["⋆1 is in ⋆2."], {"x": "y"})
+    ds2 = KnowledgeDataset([located, spoken, same])
+    assert ds2.identification_depth().tolist() == [-1, 3, -1]
+    assert ds2.prefix_stats()["n_templates_shared_between_tasks"] == 1
+    assert KnowledgeDataset([located]).identification_depth().tolist() == [0]

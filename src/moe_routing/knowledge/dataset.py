@@ -290,12 +290,7 @@ class KnowledgeDataset:
         tr = self.trie
         amb = tr.ambiguous
         occ = tr.node_of[tr.node_of >= 0]
-        # structural trie over templates (small: Σ|τ| nodes at most)
-        struct: dict[tuple, set] = {}
-        for g, k in enumerate(self.template_task):
-            tids = self._template_ids[k][self.template_local[g]]
-            for i in range(len(tids) + 1):
-                struct.setdefault(tuple(tids[:i].tolist()), set()).add(int(k))
+        struct = self.structural_prefix_tasks()  # small: Σ|τ| nodes at most
         s_amb = sum(len(v) > 1 for v in struct.values())
         # full templates that coincide between tasks (then even V(w) at ⋆2 mixes tasks)
         full = {}
@@ -309,6 +304,31 @@ class KnowledgeDataset:
                     max_tasks_at_prefix=int(tr.n_tasks_at.max()),
                     n_structural_prefixes=len(struct), n_structural_ambiguous=int(s_amb),
                     n_templates_shared_between_tasks=sum(len(v) > 1 for v in full.values()))
+
+    def structural_prefix_tasks(self) -> dict[tuple, set]:
+        """Structural prefix (tuple of word ids and SUBJECT_SLOT/OBJECT_SLOT markers) -> tasks
+        having a template that starts with it.  This is all a router that reads template
+        structure only can know."""
+        struct: dict[tuple, set] = {}
+        for g, k in enumerate(self.template_task):
+            tids = self._template_ids[k][self.template_local[g]].tolist()
+            for i in range(len(tids) + 1):
+                struct.setdefault(tuple(tids[:i]), set()).add(int(k))
+        return struct
+
+    def identification_depth(self) -> np.ndarray:
+        """(G,) for each global template, the shortest structural prefix length after which only
+        its own task remains possible; −1 when even the full template is shared with another
+        task."""
+        struct = self.structural_prefix_tasks()
+        out = np.full(len(self.template_task), -1, dtype=np.int64)
+        for g, k in enumerate(self.template_task):
+            tids = self._template_ids[k][self.template_local[g]].tolist()
+            for i in range(len(tids) + 1):
+                if struct[tuple(tids[:i])] == {int(k)}:
+                    out[g] = i
+                    break
+        return out
 
     # ---- statistics -------------------------------------------------------------------
     def task_table(self) -> list[dict]:

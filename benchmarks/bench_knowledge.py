@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -40,18 +39,31 @@ def child_build() -> dict:
     t_warm = time.perf_counter() - t1
     return dict(import_s=t_import - t0, tasks_s=t_tasks - t_import, dataset_s=t_ds - t_tasks,
                 total_cold_s=t_ds - t0, warm_s=t_warm, n_prefixes=int(ds.trie.n_nodes),
-                n_sentences=ds.n_sentences, vocab=ds.vocab_size,
-                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                n_sentences=ds.n_sentences, vocab=ds.vocab_size, peak_rss_mb=_status_mb("VmHWM"))
+
+
+def _status_mb(key: str) -> float:
+    """VmRSS / VmHWM of this process in MB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def child_load(directory: str) -> dict:
     from moe_routing.knowledge.sources import load_wikidata5m
 
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # reset the peak-RSS mark after the imports (ru_maxrss survives fork/exec on Linux, so it
+    # would report the parent's peak); "5" to clear_refs resets VmHWM to the current RSS
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    base = _status_mb("VmRSS")
     t0 = time.perf_counter()
     res = load_wikidata5m(directory, n_relations=5, n_pairs=200, seed=0)
     dt = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _status_mb("VmHWM")
     return dict(lines=res.n_lines, seconds=dt, lines_per_s=res.n_lines / dt,
                 rss_after_import_mb=base, peak_rss_mb=peak,
                 pairs=[t.n_pairs for t in res.tasks])

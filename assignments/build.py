@@ -107,16 +107,20 @@ def build(name: str, out: Path = DEFAULT_OUT) -> Built:
                  time.perf_counter() - t0)
 
 
-def grade(notebook: Path, autograder_zip: Path) -> Grade:
-    """Grade one notebook locally with ``otter run``; returns the scores of results.json."""
+def grade(notebook: Path, autograder_zip: Path, keep: Path | None = None) -> Grade:
+    """Grade one notebook locally with ``otter run``; returns the scores of results.json
+    (copied into the folder ``keep`` when given)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="otter-run-") as tmp:
-        proc = _otter("run", "--no-logo", "-a", str(autograder_zip), "-o", tmp, str(notebook),
-                      cwd=Path(tmp))
+        proc = _otter("run", "--no-logo", "-a", str(Path(autograder_zip).resolve()), "-o", tmp,
+                      str(Path(notebook).resolve()), cwd=Path(tmp))
         results = Path(tmp) / "results.json"
         if proc.returncode != 0 or not results.is_file():
             raise RuntimeError(f"otter run failed on {notebook}:\n{proc.stdout}\n{proc.stderr}")
         data = json.loads(results.read_text())
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(results, keep / "results.json")
     per_q = {t["name"]: (float(t["score"]), float(t["max_score"]))
              for t in data["tests"] if t.get("max_score") is not None}
     return Grade(sum(s for s, _ in per_q.values()), sum(m for _, m in per_q.values()), per_q,

@@ -9,6 +9,7 @@ cores: each grading run executes a notebook in a fresh kernel).
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import re
@@ -26,6 +27,9 @@ _spec = importlib.util.spec_from_file_location("assignments_build", ROOT / "assi
 build = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = build        # dataclasses look their module up while the file executes
 _spec.loader.exec_module(build)
+_gspec = importlib.util.spec_from_file_location("assignments_grade", ROOT / "assignments" / "grade.py")
+grade = importlib.util.module_from_spec(_gspec)
+_gspec.loader.exec_module(grade)
 
 NAMES = build.available()
 
@@ -125,7 +129,9 @@ def test_hidden_tests_catch_a_wrong_normalisation(built, tmp_path):
     """f_i = count_i / n instead of count_i / (n k): right for top-1, wrong for top-2.
 
     The public test (top-1, uniform routing) passes; a hidden test (top-2, against
-    moe_routing.model.losses) must take the points of question 1 away, and only those.
+    moe_routing.model.losses) must take the points of question 1 away, and only those.  Graded
+    through the class grading script, with a submission of another assignment in the batch,
+    which must be reported, not graded and not stop the others.
     """
     b = built["load_balancing"]
     nb = json.loads(b.solution.read_text())
@@ -137,13 +143,23 @@ def test_hidden_tests_catch_a_wrong_normalisation(built, tmp_path):
             cell["source"] = src.replace(right, "f = counts.to(router_probs.dtype) / n")
             hits += 1
     assert hits == 1
-    wrong = tmp_path / "load_balancing.ipynb"
+    wrong = tmp_path / "wrong.ipynb"
     wrong.write_text(json.dumps(nb))
-    g = build.grade(wrong, b.zip)
-    q1_score, q1_max = g.per_question["q1_switch_lb"]
-    assert 0 < q1_score < q1_max, g.per_question             # public passed, hidden failed
-    others = {q: s for q, s in g.per_question.items() if q != "q1_switch_lb"}
-    assert all(score == pmax for score, pmax in others.values()), others
+    other = tmp_path / "other.ipynb"
+    other.write_text(built["two_task_router"].student.read_text())
+    sheet = tmp_path / "grades.csv"
+    rows = grade.grade_all("load_balancing", [other, wrong], sheet, tmp_path / "results",
+                           assignments_dir=b.zip.parents[2])
+    assert rows[0]["error"] and "two_task_router" in rows[0]["error"]
+    q1_score, q1_max = rows[1]["q1_switch_lb"], 4.0
+    assert 0 < q1_score < q1_max, rows[1]                      # public passed, hidden failed
+    assert rows[1]["q2_lb_gradient"] == 3.0 and rows[1]["q3_task_router"] == 3.0, rows[1]
+    assert rows[1]["total"] == q1_score + 6.0 and rows[1]["possible"] == 10.0
+    with open(sheet, newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [r["submission"] for r in table] == [str(other), str(wrong)]
+    assert float(table[1]["total"]) == rows[1]["total"]
+    assert (tmp_path / "results" / "wrong" / "results.json").is_file()
 
 
 def test_unknown_assignment_is_rejected(tmp_path):

@@ -1,0 +1,185 @@
+"""The chapters' exercises, found in the MyST sources: an index page for teachers and a check.
+
+Every chapter ends with sphinx-exercise exercises (``{exercise}`` with ``:label:``, answered by a
+``{solution}`` that names the label). This module reads them from ``notebooks/<name>.md`` —
+without executing anything — so that the teacher's guide can list them and a test can hold every
+chapter to the classroom rule: at least two exercises, each with a solution.
+
+Recognised forms: backtick or colon fences, ``{exercise}``/``{exercise-start}`` and
+``{solution}``/``{solution-start}`` (gated). The *kind* of an exercise is a heuristic (ours):
+``code`` when its solution contains a code block (fenced or indented) or its statement refers
+to code (inline code, a cell, "run"), ``pen-and-paper`` otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})\{(?P<name>exercise|solution)"
+                   r"(?P<gated>-start)?\}[ \t]*(?P<arg>.*)$")
+_GATE_END = re.compile(r"^[ \t]*(`{3,}|:{3,})\{(exercise|solution)-end\}")
+_OPTION = re.compile(r"^[ \t]*:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
+# inline code (not a role such as {prf:ref}`x`) or words that ask to run something
+_CODE_WORDS = re.compile(r"(?<![}`])`[^`$]+`|\b(cell|code|run|rerun|implement|simulate)\b",
+                         re.IGNORECASE)
+KINDS = ("pen-and-paper", "code")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise of one chapter (``solution`` is its solution's text, '' if it has none)."""
+
+    chapter: str
+    label: str
+    title: str
+    statement: str
+    solution: str
+
+    @property
+    def kind(self) -> str:
+        if _has_code_block(self.solution) or _CODE_WORDS.search(_strip_math(self.statement)):
+            return "code"
+        return "pen-and-paper"
+
+    @property
+    def summary(self) -> str:
+        """The statement's opening: whole sentences up to at least 80 characters (a bare
+        "Let X be …" says little), cut at ~220 characters, never inside ``$…$`` math."""
+        text = " ".join(self.statement.split())
+        in_math, last_space = False, None
+        for i, ch in enumerate(text):
+            if ch == "$":
+                in_math = not in_math
+            elif not in_math:
+                if (ch in ".?!" and (i + 1 == len(text) or text[i + 1] == " ") and i >= 80
+                        and not re.search(r"\b(e\.g|i\.e|cf|resp|eq|Fig|Thm)$", text[:i])):
+                    return text[: i + 1]
+                if ch == " ":
+                    last_space = i
+                    if i > 220:
+                        return text[:last_space] + " …"
+        return text
+
+
+def _strip_math(text: str) -> str:
+    return re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.S)
+
+
+def _has_code_block(text: str) -> bool:
+    if re.search(r"^[ \t]*(`{3,}|~{3,})", text, flags=re.M):
+        return True
+    prev_blank = True
+    for line in _strip_math(text).splitlines():
+        if prev_blank and line.startswith("    ") and line.strip():
+            return True
+        prev_blank = not line.strip()
+    return False
+
+
+def _closes(line: str, fence: str) -> bool:
+    s = line.strip()
+    return bool(s) and set(s) == {fence[0]} and len(s) >= len(fence)
+
+
+def _blocks(text: str) -> list[tuple[str, str, dict[str, str], str]]:
+    """(directive, argument, options, body) of every exercise/solution block, in order."""
+    lines = text.splitlines()
+    out = []
+    i = 0
+    while i < len(lines):
+        m = _OPEN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, name, arg = m.group("fence"), m.group("name"), m.group("arg").strip()
+        j = i + 1
+        opts: dict[str, str] = {}
+        while j < len(lines) and (om := _OPTION.match(lines[j])):
+            opts[om.group("key")] = om.group("value").strip()
+            j += 1
+        if m.group("gated"):
+            # the directive itself closes at its fence; the content runs to {…-end}
+            k = j
+            while k < len(lines) and not _closes(lines[k], fence):
+                k += 1
+            end = k + 1
+            while end < len(lines) and not _GATE_END.match(lines[end]):
+                end += 1
+            if end == len(lines):
+                raise ValueError(f"unterminated {{{name}-start}} at line {i + 1}")
+            body = "\n".join(lines[k + 1:end])
+            k = end + 1
+            while k < len(lines) and not _closes(lines[k], _GATE_END.match(lines[end]).group(1)):
+                k += 1
+        else:
+            k = j
+            while k < len(lines) and not _closes(lines[k], fence):
+                k += 1
+            if k == len(lines):
+                raise ValueError(f"unterminated {{{name}}} block at line {i + 1}")
+            body = "\n".join(lines[j:k])
+        out.append((name, arg, opts, body.strip()))
+        i = k + 1
+    return out
+
+
+def find_exercises(chapter: str, text: str) -> list[Exercise]:
+    """The exercises of one chapter's MyST source, each joined with its solution."""
+    blocks = _blocks(text)
+    solutions = {arg.split()[0]: body for name, arg, _, body in blocks
+                 if name == "solution" and arg}
+    found = []
+    for name, arg, opts, body in blocks:
+        if name != "exercise":
+            continue
+        label = opts.get("label", "")
+        if not label:
+            raise ValueError(f"{chapter}: an exercise without :label: (its solution cannot refer "
+                             f"to it): {body[:60]!r}")
+        found.append(Exercise(chapter, label, arg, body, solutions.get(label, "")))
+    return found
+
+
+def exercise_index(notebooks_dir: Path, names: list[str]) -> list[Exercise]:
+    """Exercises of the chapters ``names`` (``notebooks_dir/<name>.md``), chapter by chapter."""
+    rows: list[Exercise] = []
+    for name in names:
+        rows += find_exercises(name, (Path(notebooks_dir) / f"{name}.md").read_text("utf-8"))
+    return rows
+
+
+def problems(rows: list[Exercise], names: list[str], minimum: int = 2) -> list[str]:
+    """What breaks the classroom rule: fewer than ``minimum`` exercises, or one unanswered."""
+    out = []
+    for name in names:
+        mine = [r for r in rows if r.chapter == name]
+        if len(mine) < minimum:
+            out.append(f"{name}: {len(mine)} exercise(s), at least {minimum} needed")
+        out += [f"{name}: exercise {r.label} has no solution" for r in mine if not r.solution]
+    return out
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ").strip()
+
+
+def exercises_page(rows: list[Exercise], titles: dict[str, str]) -> str:
+    """A MyST page listing every chapter's exercises (``titles``: chapter name → title)."""
+    lines = ["# Exercises by chapter", "",
+             "Every chapter ends with exercises; in the public book each solution is a dropdown "
+             "under its exercise, and the student edition has none. *Kind* is a heuristic: "
+             "**code** when the solution contains code or the statement asks to run something, "
+             "**pen-and-paper** otherwise.", ""]
+    for name, title in titles.items():
+        mine = [r for r in rows if r.chapter == name]
+        lines += [f"## [{_cell(title)}](../chapters/{name}.ipynb)", ""]
+        if not mine:
+            lines += ["No exercises yet.", ""]
+            continue
+        lines += ["| # | Label | Kind | Statement (first sentence) |", "|---|---|---|---|"]
+        for k, r in enumerate(mine, 1):
+            lines.append(f"| {k} | `{r.label}` | {r.kind} | {_cell(r.summary)} |")
+        lines.append("")
+    return "\n".join(lines)

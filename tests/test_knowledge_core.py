@@ -278,3 +278,23 @@ def test_identification_depth():
     assert ds2.identification_depth().tolist() == [-1, 3, -1]
     assert ds2.prefix_stats()["n_templates_shared_between_tasks"] == 1
     assert KnowledgeDataset([located]).identification_depth().tolist() == [0]
+
+
+def test_object_slot_determination(tmp_path):
+    a = KnowledgeTask("a", ["⋆1 is ⋆2."], {"x": "y"})
+    b = KnowledgeTask("b", ["⋆1 is a kind of ⋆2."], {"z": "w"})
+    # after "x is" a perfect model cannot know whether the object or "a" comes next
+    assert KnowledgeDataset([a, b]).prefix_stats()["n_templates_object_undetermined"] == 1
+    c = KnowledgeTask("c", ["The kind of ⋆1 is ⋆2."], {"z": "w"})
+    assert KnowledgeDataset([a, c]).prefix_stats()["n_templates_object_undetermined"] == 0
+    from moe_routing.knowledge.sources.templates_file import template_file
+
+    five = lambda w: "\n".join(f'      - "{w} {i} ⋆1 is ⋆2."' for i in range(5))  # noqa: E731
+    bad = tmp_path / "t.yaml"
+    bad.write_text("relations:\n  P1:\n    label: a\n    templates:\n" + five("A") +
+                   "\n  P2:\n    label: b\n    templates:\n" + five("A").replace("is ⋆2", "is the ⋆2")
+                   + "\n")
+    with pytest.raises(ValueError, match="object slot of 'A 0 ⋆1 is ⋆2.' \\(P1\\) is not determined"):
+        template_file(str(bad))
+    bad.write_text("relations:\n  P1:\n    label: a\n    templates:\n" + five("A") + "\n")
+    assert list(template_file(str(bad))) == ["P1"]

@@ -1,5 +1,6 @@
 """The embedded knowledge base of real facts (installed packages, no network)."""
 
+import numpy as np
 import pytest
 
 from moe_routing.knowledge import KnowledgeDataset, build_dataset
@@ -72,11 +73,24 @@ def test_dataset_over_all_relations(tasks):
     ds = KnowledgeDataset(tasks)
     st = ds.prefix_stats()
     assert st["n_templates_shared_between_tasks"] == 0
+    assert st["n_templates_object_undetermined"] == 0
     assert st["n_ambiguous"] > 0  # shared subjects (countries) make prefixes ambiguous
     # every entity name is one token, whatever relation(s) it occurs in
     for t in tasks[:10]:
         for a, b in list(t.dictionary.items())[:5]:
             assert ds.tokenizer.encode(f'"{a}"') == [ds.tokenizer.entity_id(a)]
+    # the true next token is valid at every prefix of every sentence, and a wrong one is not
+    rows, cols = np.nonzero(ds.prefix_node >= 0)
+    nodes = ds.prefix_node[rows, cols]
+    assert ds.is_valid_next(nodes, ds.seqs[rows, cols + 1]).all()
+    obj = ds.object_pos
+    r = np.arange(ds.n_sentences)
+    at_obj = ds.prefix_node[r, obj - 1]
+    # no two relations share a template prefix up to ⋆2, so V(w) is the single object there
+    assert (np.diff(ds.trie.next_indptr)[at_obj] == 1).all()
+    wrong = np.where(ds.seqs[r, obj] == ds.tokenizer.entity_ids[0], ds.tokenizer.entity_ids[1],
+                     ds.tokenizer.entity_ids[0])
+    assert not ds.is_valid_next(at_obj, wrong).any()
     s = ds.statistics()
     assert s["n_tasks"] == 50 and s["n_templates"] == 250
     assert abs(s["n_test"] / s["n_sentences"] - 0.2) < 0.005

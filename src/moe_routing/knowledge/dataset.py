@@ -259,6 +259,12 @@ class KnowledgeDataset:
         """V(w) masks: node ids (...) -> BoolTensor (..., V).  −1 gives an all-False row."""
         return self.trie.valid_next_mask(prefix_node)
 
+    def is_valid_next(self, prefix_node, tokens) -> np.ndarray:
+        """``tokens ∈ V(w)`` elementwise for node ids ``prefix_node`` (same shapes, arrays or
+        tensors): e.g. whether greedy predictions are valid next tokens."""
+        to_np = lambda a: a.detach().cpu().numpy() if hasattr(a, "detach") else np.asarray(a)  # noqa: E731
+        return self.trie.is_valid_next(to_np(prefix_node), to_np(tokens))
+
     def valid_next(self, prefix_ids) -> list[int]:
         """V(w) of a prefix given as ids (BOS first)."""
         return self.trie.valid_next(self.trie.find(prefix_ids)).tolist()
@@ -292,18 +298,26 @@ class KnowledgeDataset:
         occ = tr.node_of[tr.node_of >= 0]
         struct = self.structural_prefix_tasks()  # small: Σ|τ| nodes at most
         s_amb = sum(len(v) > 1 for v in struct.values())
-        # full templates that coincide between tasks (then even V(w) at ⋆2 mixes tasks)
+        # templates that coincide between tasks; templates whose object slot is not determined
+        # by the structure before it (another template continues that prefix differently)
+        from .sources.templates_file import object_slot_conflicts
+
         full = {}
         for g, k in enumerate(self.template_task):
-            key = tuple(self._template_ids[k][self.template_local[g]].tolist())
-            full.setdefault(key, set()).add(int(k))
+            tids = self._template_ids[k][self.template_local[g]].tolist()
+            full.setdefault(tuple(tids), set()).add(int(k))
+        conf = object_slot_conflicts([(int(self.template_task[g]),
+                                       self.tasks[self.template_task[g]].templates[
+                                           self.template_local[g]])
+                                      for g in range(len(self.template_task))])
         return dict(n_prefixes=int(tr.n_nodes), n_ambiguous=int(amb.sum()),
                     share_ambiguous=float(amb.mean()),
                     n_occurrences=int(len(occ)), n_ambiguous_occurrences=int(amb[occ].sum()),
                     share_ambiguous_occurrences=float(amb[occ].mean()),
                     max_tasks_at_prefix=int(tr.n_tasks_at.max()),
                     n_structural_prefixes=len(struct), n_structural_ambiguous=int(s_amb),
-                    n_templates_shared_between_tasks=sum(len(v) > 1 for v in full.values()))
+                    n_templates_shared_between_tasks=sum(len(v) > 1 for v in full.values()),
+                    n_templates_object_undetermined=len({i for (_, i), _ in conf}))
 
     def structural_prefix_tasks(self) -> dict[tuple, set]:
         """Structural prefix (tuple of word ids and SUBJECT_SLOT/OBJECT_SLOT markers) -> tasks

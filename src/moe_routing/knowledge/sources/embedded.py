@@ -180,7 +180,12 @@ def continent():
 
 @builder("P38")
 def currency():
-    return functional_pool((c["name"], c["currencyname"]) for c in countries().values())
+    """The ISO 4217 name of the GeoNames currency code ("Australian Dollar", not GeoNames'
+    bare "Dollar")."""
+    import pycountry
+
+    names = {c.alpha_3: c.name for c in pycountry.currencies}
+    return functional_pool((c["name"], names.get(c["currencycode"])) for c in countries().values())
 
 
 @builder("X-currency-code")
@@ -426,8 +431,10 @@ def _zones() -> list[str]:
 
     from zoneinfo import available_timezones
 
-    # CLDR lists a few zones (Etc/Unknown, ...) that the tz database does not have
-    return sorted(set(get_global("zone_territories")) & available_timezones())
+    # CLDR lists a few zones (Etc/Unknown, ...) that the tz database does not have; the Etc/
+    # zones are fixed offsets without a place, left out
+    return sorted(z for z in set(get_global("zone_territories")) & available_timezones()
+                  if not z.startswith("Etc/"))
 
 
 @builder("P2907")
@@ -556,18 +563,22 @@ def language_name_de():
     return functional_pool((_language_name(c), de.get(c)) for c in _plain_language_codes())
 
 
-@builder("X-script-numeric")
-def iso_15924_numeric():
+def _real_scripts():
+    """ISO 15924 scripts without the special codes (Z…: unwritten, unknown, symbols, …) and the
+    private-use range Qaaa–Qabx."""
     import pycountry
 
-    return functional_pool((s.name, s.numeric) for s in pycountry.scripts)
+    return [s for s in pycountry.scripts if s.alpha_4[0] not in "ZQ"]
+
+
+@builder("X-script-numeric")
+def iso_15924_numeric():
+    return functional_pool((s.name, s.numeric) for s in _real_scripts())
 
 
 @builder("P506")
 def iso_15924():
-    import pycountry
-
-    return functional_pool((s.name, s.alpha_4) for s in pycountry.scripts)
+    return functional_pool((s.name, s.alpha_4) for s in _real_scripts())
 
 
 # ---- assembling tasks -------------------------------------------------------------------

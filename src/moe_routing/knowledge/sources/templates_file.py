@@ -16,7 +16,8 @@ TEMPLATES_PER_RELATION = 5
 @lru_cache(maxsize=4)
 def template_file(path: str | None = None) -> dict[str, dict]:
     """Relation id -> spec (``label``, ``property``, ``templates`` as text, ...), validated:
-    five distinct, parseable templates per relation, none shared by two relations."""
+    five distinct, parseable templates per relation, and no two relations with templates that
+    agree up to the object slot (so the object of a sentence is always one task's)."""
     if path is None:
         text = resources.files("moe_routing.knowledge.sources").joinpath(
             "templates.yaml").read_text(encoding="utf-8")
@@ -29,8 +30,7 @@ def template_file(path: str | None = None) -> dict[str, dict]:
     raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if not isinstance(raw, dict) or not isinstance(raw.get("relations"), dict):
         raise ValueError(f"{where}: expected a mapping with a `relations` mapping")
-    seen: dict[Template, str] = {}
-    out = {}
+    out, parsed_all = {}, []
     for rid, spec in raw["relations"].items():
         tpls = spec.get("templates") or []
         if len(tpls) != TEMPLATES_PER_RELATION:
@@ -38,13 +38,40 @@ def template_file(path: str | None = None) -> dict[str, dict]:
                              f"expected {TEMPLATES_PER_RELATION}")
         for t in tpls:
             try:
-                parsed = Template.parse(t)
+                parsed_all.append((str(rid), t, Template.parse(t)))
             except ValueError as e:
                 raise ValueError(f"{where}: relation {rid}: {e}") from None
-            if parsed in seen:
-                raise ValueError(f"{where}: template {t!r} used by both {seen[parsed]} and {rid}")
-            seen[parsed] = rid
+        if len({p for r, _, p in parsed_all if r == str(rid)}) != len(tpls):
+            raise ValueError(f"{where}: relation {rid} lists a template twice")
         out[str(rid)] = dict(spec, id=str(rid))
+    conflicts = object_slot_conflicts([(r, p) for r, _, p in parsed_all])
+    if conflicts:
+        (r1, i), (r2, j) = conflicts[0]
+        raise ValueError(f"{where}: the object slot of {parsed_all[i][1]!r} ({r1}) is not "
+                         f"determined: {parsed_all[j][1]!r} ({r2}) continues the same prefix "
+                         f"differently ({len(conflicts)} such pairs)")
+    return out
+
+
+def object_slot_conflicts(templates) -> list:
+    """Pairs ((rid, i), (rid', j)) where template j continues template i's prefix before ⋆2
+    with something other than ⋆2 of the same relation.
+
+    At such a prefix the next token is not determined (the object of i, or j's next word, or
+    j's object when j belongs to another relation), so exact-match completion of i from its
+    truncated prefix is ambiguous even for a perfect model."""
+    from ..templates import OBJECT
+
+    heads: dict[tuple, list] = {}
+    for i, (rid, tp) in enumerate(templates):
+        toks = tp.tokens
+        for n in range(len(toks)):
+            heads.setdefault(toks[:n], []).append((rid, i, toks[n]))
+    out = []
+    for i, (rid, tp) in enumerate(templates):
+        for r2, j, nxt in heads.get(tp.tokens[:tp.object_pos], ()):
+            if j != i and not (nxt == OBJECT and r2 == rid):
+                out.append(((rid, i), (r2, j)))
     return out
 
 

@@ -99,6 +99,7 @@ class PrefixTrie:
                                                              n_nodes)
         self.n_tasks_at = np.diff(self.task_indptr)  # (P,)
         self._index: dict | None = None
+        self._keys: np.ndarray | None = None
 
     # ---- per-node queries ---------------------------------------------------------------
     def valid_next(self, node: int) -> np.ndarray:
@@ -134,6 +135,18 @@ class PrefixTrie:
                 raise ValueError(f"no sentence of the dataset starts with {ids}")
         return node
 
+    def is_valid_next(self, nodes, tokens) -> np.ndarray:
+        """Vectorised membership test ``tokens[j] ∈ V(nodes[j])`` (arrays of the same shape;
+        False where the node is −1).  One binary search in the sorted (node, token) keys."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if self._keys is None:
+            owner = np.repeat(np.arange(self.n_nodes), np.diff(self.next_indptr))
+            self._keys = owner * self.vocab_size + self.next_ids
+        q = nodes * self.vocab_size + tokens
+        pos = np.minimum(np.searchsorted(self._keys, q), len(self._keys) - 1)
+        return (nodes >= 0) & (tokens >= 0) & (tokens < self.vocab_size) & (self._keys[pos] == q)
+
     @property
     def ambiguous(self) -> np.ndarray:
         """(P,) bool: prefixes continued by sentences of more than one task."""
@@ -145,6 +158,8 @@ class PrefixTrie:
 
         nodes : LongTensor or array (...)  node ids, −1 for "no prefix" (all-False row)
         returns BoolTensor (..., V)
+
+        The result is dense: build it per batch (a whole split × V would not fit in memory).
         """
         import torch
 

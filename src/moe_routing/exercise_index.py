@@ -178,7 +178,7 @@ def exercises_page(rows: list[Exercise], titles: dict[str, str]) -> str:
         if not mine:
             lines += ["No exercises yet.", ""]
             continue
-        lines += ["| # | Label | Kind | Statement (first sentence) |", "|---|---|---|---|"]
+        lines += ["| # | Label | Kind | Statement (opening) |", "|---|---|---|---|"]
         for k, r in enumerate(mine, 1):
             lines.append(f"| {k} | `{r.label}` | {r.kind} | {_cell(r.summary)} |")
         lines.append("")

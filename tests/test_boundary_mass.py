@@ -172,15 +172,15 @@ def test_union_bound_dominates_monte_carlo_and_sharp_constant(K):
     law = GaussianLaw.standard(2, mean=[0.2, 0.1])
     router = LinearRouter.random(K, 2, rng=K)
     w = np.geomspace(1e-3, 0.3, 6)
-    bm = boundary_mass_mc(router, law, w, 300_000, rng=K)
+    bm = boundary_mass_mc(router, law, w, 100_000, rng=K)
     ub = pairwise_union_bound(router, law, w)
     assert np.all(bm.lower <= ub)
     J = junction_free_constants(router, law)
     assert J.sharp_total <= J.union_total + 1e-15
     # small-w limit: BM(w)/(2w) → sharp constant (junctions are O(w²))
-    small = boundary_mass_mc(router, law, [2e-3], 1_000_000, rng=10 + K)
-    ratio = small.estimate[0] / (2 * 2e-3)
-    se = np.sqrt(small.estimate[0] / small.n) / (2 * 2e-3)
+    small = boundary_mass_mc(router, law, [4e-3], 500_000, rng=10 + K)
+    ratio = small.estimate[0] / (2 * 4e-3)
+    se = np.sqrt(small.estimate[0] / small.n) / (2 * 4e-3)
     assert abs(ratio - J.sharp_total) <= 4.5 * se + 0.02 * J.sharp_total
 
 
@@ -188,9 +188,9 @@ def test_junction_constants_d3_match_monte_carlo_and_k2_is_full():
     law = GaussianLaw.standard(3)
     router = LinearRouter.random(4, 3, rng=3)
     J = junction_free_constants(router, law, n_cond=100_000, rng=0)
-    small = boundary_mass_mc(router, law, [2e-3], 1_000_000, rng=1)
-    ratio = small.estimate[0] / 4e-3
-    se = np.sqrt(small.estimate[0] / small.n) / 4e-3
+    small = boundary_mass_mc(router, law, [4e-3], 500_000, rng=1)
+    ratio = small.estimate[0] / 8e-3
+    se = np.sqrt(small.estimate[0] / small.n) / 8e-3
     assert abs(ratio - J.sharp_total) <= 4.5 * np.hypot(se, J.sharp_total_se) + 0.02 * J.sharp_total
     two = LinearRouter.binary([1.0, 0.5, 0.0])
     J2 = junction_free_constants(two, law)
@@ -233,3 +233,17 @@ def test_bad_inputs_name_the_value():
         SphereRouter([0.0, 0.0], -1.0)
     with pytest.raises(ValueError, match="K = 3"):
         coarea_constant(LinearRouter.random(3, 2, rng=0), law)
+
+
+def test_logit_space_sampling_has_the_law_of_input_space_sampling():
+    """The K < d shortcut (sampling a ~ N(Wμ + b, WΣWᵀ)) must give the margins' exact law."""
+    from scipy import stats
+    from moe_routing.boundary.mass import _logit_sampler, _top_two
+
+    law = GaussianLaw([0.3, -0.2, 0.1, 0.0, 0.5], np.diag([1.0, 0.5, 2.0, 1.0, 0.3]))
+    router = LinearRouter.random(3, 5, rng=0, scale=1.0)
+    assert _logit_sampler(router, law) is not None
+    fast = sample_margins(router, law, 50_000, rng=1)
+    slow = _top_two(router.logits(law.sample(50_000, np.random.default_rng(2))))
+    assert stats.ks_2samp(fast, slow).pvalue > 1e-3
+    assert _logit_sampler(LinearRouter.random(6, 5, rng=0), law) is None  # K ≥ d: no shortcut

@@ -171,3 +171,13 @@ def test_malformed_alias_line(tmp_path):
         load_wikidata5m(tmp_path, relations=["P36"])
     assert str(e.value) == ("wikidata5m_entity.txt, line 8: expected id<TAB>alias…, "
                             "got 'Q8 no tab here'")
+
+
+def test_crlf_line_ends_and_blank_lines(tmp_path):
+    write(tmp_path)
+    for name in ("wikidata5m_transductive_train.txt", "wikidata5m_entity.txt"):
+        p = tmp_path / name
+        p.write_bytes(p.read_bytes().replace(b"\n", b"\r\n") + b"\r\n\n")
+    res = load_wikidata5m(tmp_path, relations=["P36", "P17"], n_pairs=10)
+    assert dict(res.tasks[0].dictionary) == {"France": "Paris", "Italy": "Rome"}
+    assert res.n_lines == len(TRIPLES)

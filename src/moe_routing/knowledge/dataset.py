@@ -103,6 +103,17 @@ class KnowledgeDataset:
     seed : int            seed of the train/test split
     test_fraction : float in (0, 1)
     split_unit : "sentence" (default) or "fact"
+
+    Attributes (NumPy, all sentences; M sentences, n = L + 2, G templates, P prefixes)
+    ----------
+    tokenizer : Tokenizer            vocabulary [PAD, BOS, EOS | syntactic | entities]
+    seqs : int64 (M, n)              [BOS, w1…w|τ|, EOS, PAD…], task-major, then template, pair
+    lengths, task, template, pair, subject_pos, object_pos : int64 (M,)   as in EncodedSplit
+    is_test : bool (M,)
+    template_task, template_local : int64 (G,)   task and index within the task of template g
+    max_template_length (L), max_dictionary_size (N) : int
+    trie : PrefixTrie                V(w), tasks and templates of every prefix (CSR arrays)
+    prefix_node : int64 (M, n)       trie node of seqs[:, :i+1] (−1 where nothing is predicted)
     """
 
     def __init__(self, tasks: Sequence[KnowledgeTask], *, seed: int = 0,

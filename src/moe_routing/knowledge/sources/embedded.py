@@ -21,6 +21,9 @@ candidate subjects and the first ``n_pairs`` are kept, so a relation's pairs do 
 which other relations are loaded.  Relation subsets are nested: ``n_relations=n`` takes the
 first n relations of a seeded permutation of the 50 (listed in the template file's order).
 
+Determinism: the same seed gives the same tasks for the same versions of the data packages
+(pinned in ``requirements.lock``); a new release of GeoNames, ISO or CLDR data changes facts.
+
 Templates (5 per relation, hand-written by us) live in ``templates.yaml`` beside this module.
 """
 

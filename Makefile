@@ -6,6 +6,7 @@
 #   make execute PROFILE=smoke|default|paper DEVICE=auto|cpu|cuda [NOTEBOOKS="a b"]
 #   make html PROFILE=...          build the HTML of a profile from its executed chapters
 #   make student [PROFILE=...]     the student edition (solutions removed at build time)
+#   make assignments               build the autograded assignments and self-check them (otter run)
 #   make bench                     benchmarks (speed and scale, printed as ratios)
 
 SHELL       := /bin/bash
@@ -24,10 +25,10 @@ else
 HTML_OUT    := build/$(PROFILE)
 endif
 
-.PHONY: book student execute html test unit bench chromium env lock clean help
+.PHONY: book student assignments execute html test unit bench chromium env lock clean help
 
 help:
-	@sed -n '1,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,14p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environment ---------------------------------------------------------------------------
 $(STAMP): requirements.lock pyproject.toml
@@ -77,6 +78,9 @@ student:
 	@src=$$($(PY) -m moe_routing.pipeline stage --profile '$(PROFILE)' --edition student) && \
 	$(VENV)/bin/jupyter-book build "$$src" --path-output 'build/$(PROFILE)/student' -W --keep-going -q
 	@echo "Student edition: build/$(PROFILE)/student/_build/html/index.html"
+
+assignments: $(STAMP)
+	$(PY) assignments/build.py --check
 
 # --- tests ---------------------------------------------------------------------------------
 # Debian's chromium drives the rendered-book checks; installed here when missing.

@@ -241,7 +241,7 @@ def test_stage_builds_toc_and_generated_pages(project):
     assert "X-alpha" in ledger and "n = 5" in ledger
     assert "A-thm42-accuracy" in ledger and "pending" in ledger   # unmeasured claims are listed
     status = (out / "generated" / "status.md").read_text()
-    assert status.count("✅ ok") == 2
+    assert status.count("✓ ok") == 2
     mtime = (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns
     pl.stage(project, "smoke")                                      # unchanged: not rewritten
     assert (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns == mtime

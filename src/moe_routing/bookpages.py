@@ -16,8 +16,10 @@ import yaml
 
 from .ledger import VERDICTS, load_claims, registry
 
-VERDICT_BADGE = {"reproduced": "✅ reproduced", "partly": "◐ partly",
-                 "not reproduced": "❌ not reproduced", "our extension": "➕ our extension",
+# Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
+# without an emoji font.
+VERDICT_BADGE = {"reproduced": "✓ reproduced", "partly": "◐ partly",
+                 "not reproduced": "✗ not reproduced", "our extension": "+ our extension",
                  "pending": "… pending"}
 
 
@@ -41,6 +43,19 @@ def _title(md_path: Path) -> str:
     return md_path.stem
 
 
+def chapter_order(project) -> list[str]:
+    """Chapters in the order of the table of contents (then any others, alphabetically)."""
+    names = project.notebook_names()
+    toc_path = project.book_dir / "_toc.yml"
+    if not toc_path.exists():
+        return names
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    order = [toc["root"]] + [c["file"] for part in toc.get("parts", [])
+                             for c in part.get("chapters", [])]
+    ranked = [f.split("/", 1)[1] for f in order if f.startswith("chapters/")]
+    return [n for n in ranked if n in names] + sorted(set(names) - set(ranked))
+
+
 def status_page(project, profile: str, states: dict[str, dict | None]) -> str:
     lines = [
         "# Execution status",
@@ -50,27 +65,31 @@ def status_page(project, profile: str, states: dict[str, dict | None]) -> str:
         "re-executed only when its source, its parameters, the lock file or the package "
         "source changed; the table shows the run whose outputs you are reading.",
         "",
-        "| Chapter | Status | Device | torch | Commit | Wall time | Finished (UTC) |",
-        "|---|---|---|---|---|---|---|",
+        "| Chapter | Status | Wall time | Device | torch | Commit |",
+        "|---|---|---|---|---|---|",
     ]
     errors = []
-    for name in project.notebook_names():
+    finished = []
+    for name in chapter_order(project):
         st = states.get(name)
         title = _title(project.notebook_path(name))
         link = f"[{_cell(title)}](../chapters/{name}.ipynb)"
         if st is None:
-            lines.append(f"| {link} | not executed | | | | | |")
+            lines.append(f"| {link} | not executed | | | | |")
             continue
         prov = st.get("provenance", {})
-        status = "✅ ok" if st["status"] == "ok" else "❌ " + st["status"]
+        status = "✓ ok" if st["status"] == "ok" else "✗ " + st["status"]
+        finished.append(st.get("finished_at", ""))
         lines.append(
-            f"| {link} | {status} | {_cell(prov.get('device_name', ''))} | "
-            f"{_cell(prov.get('torch_version', ''))} | `{_cell(prov.get('git_commit', ''))}` | "
-            f"{st.get('wall_s', 0):.1f} s | {_cell(st.get('finished_at', ''))} |")
+            f"| {link} | {status} | {st.get('wall_s', 0):.1f} s | "
+            f"{_cell(prov.get('device_name', ''))} | {_cell(prov.get('torch_version', ''))} | "
+            f"`{_cell(prov.get('git_commit', ''))}` |")
         if st.get("error"):
             errors.append(f"- **{_cell(title)}**: `{_cell(st['error'])}`")
     total = sum((s or {}).get("wall_s", 0) for s in states.values())
-    lines += ["", f"Total execution time of the listed runs: {total:.1f} s."]
+    lines += ["", f"Total execution time of the listed runs: {total:.1f} s"
+              + (f"; the latest finished at {max(finished)} (UTC)." if finished else ".")
+              + " A commit marked `+dirty` had uncommitted changes when the chapter ran."]
     if errors:
         lines += ["", "## Failures", "", "The outputs shown for these chapters, if any, are "
                   "those of their last successful run.", "", *errors]
@@ -139,8 +158,14 @@ def ledger_page(project, profile: str) -> str:
 
 
 def generated_pages(project, profile: str, states: dict[str, dict | None]) -> dict[str, str]:
+    from .exercise_index import exercise_index, exercises_page
+
     rows = ledger_rows(project, profile)
+    names = project.notebook_names()
+    exercises = exercises_page(exercise_index(project.notebooks_dir, names),
+                               {n: _title(project.notebook_path(n)) for n in names})
     return {"status.md": status_page(project, profile, states),
+            "exercises.md": exercises,
             "ledger.md": ledger_page(project, profile),
             "ledger.json": json.dumps(rows, indent=2, ensure_ascii=False) + "\n"}
 

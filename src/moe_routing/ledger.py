@@ -50,8 +50,8 @@ class Claim:
     note: str = ""
 
     def _repr_markdown_(self) -> str:
-        badge = {"reproduced": "✅", "partly": "◐", "not reproduced": "❌",
-                 "our extension": "➕"}[self.verdict]
+        badge = {"reproduced": "✓", "partly": "◐", "not reproduced": "✗",
+                 "our extension": "+"}[self.verdict]
         note = f"<br>*{html.escape(self.note)}*" if self.note else ""
         return (f"**Ledger — {self.id}** ({self.where}): {badge} **{self.verdict}**  \n"
                 f"*Paper:* {self.claim}  \n*Measured:* {self.measured}{note}")

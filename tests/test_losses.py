@@ -144,3 +144,14 @@ def test_objective_loss_accepts_logits_at_real_positions_only():
     full = objective_loss("ce+lb", logits, targets, rl, probs, idx)
     sel = objective_loss("ce+lb", logits[targets != IGNORE_INDEX], targets, rl, probs, idx)
     assert abs(full.total.item() - sel.total.item()) < 1e-12
+
+
+def test_cross_entropy_exact_when_target_probability_underflows():
+    logits = torch.tensor([[0.0, 200.0, 0.0], [1.0, 2.0, 3.0]], requires_grad=True)
+    targets = torch.tensor([0, 2])
+    ours = next_token_cross_entropy(logits, targets)
+    ref = F.cross_entropy(logits.detach(), targets)
+    assert torch.isfinite(ours) and ours.item() == pytest.approx(ref.item(), rel=1e-6)
+    ours.backward()
+    assert torch.isfinite(logits.grad).all()
+    assert next_token_cross_entropy(logits, torch.full((2,), IGNORE_INDEX)).item() == 0.0

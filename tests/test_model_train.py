@@ -146,3 +146,30 @@ def test_model_valid_mass_matches_softmax():
     assert torch.allclose(mass + inv, torch.ones_like(mass), atol=1e-12)
     with pytest.raises(ValueError, match="expected"):
         model_valid_mass(m, tokens, valid[..., :8])
+
+
+def test_prefix_continuation_beyond_length_is_ignored():
+    # Passing whole sentences with lengths = object position equals passing cut prefixes.
+    seq, tasks, v = lookup_data()
+    torch.manual_seed(0)
+    m = MoETransformer(small_cfg(v)).double()
+    lengths = torch.full((len(seq),), 3)
+    cut = seq[:, :3]
+    a = exact_match(m, seq, lengths, seq[:, 3])
+    b = exact_match(m, cut, lengths, seq[:, 3])
+    assert torch.equal(a.predictions, b.predictions)
+
+
+def test_train_data_from_a_split_like_object():
+    class Split:                                    # the fields TrainData.from_split reads
+        def __init__(self, tokens, task):
+            self.tokens, self.task = tokens, task
+            self.inputs, self.targets = tokens[:, :-1], tokens[:, 1:]
+
+        def targets_masked(self, ignore_index):
+            return self.targets.masked_fill(self.targets == 0, ignore_index)
+
+    tokens = torch.tensor([[5, 6, 7, 0], [5, 7, 0, 0]])
+    data = TrainData.from_split(Split(tokens, torch.tensor([0, 1])))
+    assert data.targets.tolist() == [[6, 7, IGNORE_INDEX], [7, IGNORE_INDEX, IGNORE_INDEX]]
+    assert data.task_ids.tolist() == [0, 1] and data.inputs.shape == (2, 3)

@@ -8,8 +8,9 @@
   float64) is measured rather than lost to rounding in ``1 − mass``.
 
 Prefixes are right-padded ``(b, p)`` tensors with their lengths ``(b,)``: attention is causal,
-so the padding after a prefix never influences the prediction at its last token, and a
-generated token is simply written over the padding.
+so whatever follows a prefix (padding, or the rest of the sentence: passing a knowledge
+split's ``tokens`` with ``lengths = object_pos`` is fine) never influences the prediction at its
+last token, and a generated token is simply written over it.
 """
 
 from __future__ import annotations

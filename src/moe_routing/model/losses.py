@@ -55,12 +55,14 @@ def _flat_mask(mask: torch.Tensor | None, n: int, device) -> torch.Tensor | None
 
 
 class _CrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy over non-ignored rows with a fused backward.
+    """Mean cross-entropy over non-ignored rows, for the CPU: one softmax, kept as the gradient.
 
-    Same value and gradient as ``F.cross_entropy(..., ignore_index=...)`` (tested), but the
-    backward writes ``(softmax − onehot) · scale`` in one buffer instead of materialising a
-    zero-filled NLL gradient and a separate log-softmax backward: on the CPU the (tokens ×
-    vocabulary) passes over memory are what this loss costs, so fewer of them matter.
+    Same value and gradient as ``F.cross_entropy(..., ignore_index=...)`` (tested).  Why: on a
+    CPU the passes over the (tokens × vocabulary) logits, not the arithmetic, are what this
+    loss costs.  Here the forward is one fused softmax kernel and the backward one scaled copy
+    of it minus the one-hot — instead of log-softmax, a zero-filled NLL gradient and a separate
+    log-softmax backward.  The loss is ``−log p(target)``; a row whose target probability
+    underflows (p < 1e-30) gets the exact ``logsumexp − logit`` instead.
     """
 
     @staticmethod
@@ -68,17 +70,23 @@ class _CrossEntropy(torch.autograd.Function):
         valid = targets != ignore_index
         safe = targets.clamp_min(0) * valid
         n_valid = valid.sum().clamp_min(1).to(logits.dtype)
-        lse = torch.logsumexp(logits, -1)                                 # (n,)
-        picked = logits.gather(1, safe[:, None])[:, 0]                    # (n,)
-        loss = ((lse - picked) * valid).sum() / n_valid
-        ctx.save_for_backward(logits, safe, lse, valid, n_valid)
+        probs = torch.softmax(logits, -1)                                 # (n, v)
+        p_t = probs.gather(1, safe[:, None])[:, 0]                        # (n,)
+        nll = -torch.log(p_t)
+        tiny = valid & (p_t < 1e-30)
+        if bool(tiny.any()):
+            rows = tiny.nonzero()[:, 0]
+            nll[rows] = (torch.logsumexp(logits[rows], -1)
+                         - logits[rows].gather(1, safe[rows, None])[:, 0])
+        loss = torch.where(valid, nll, 0.0).sum() / n_valid
+        ctx.save_for_backward(probs, safe, valid, n_valid)
         return loss
 
     @staticmethod
     def backward(ctx, grad_out):
-        logits, safe, lse, valid, n_valid = ctx.saved_tensors
+        probs, safe, valid, n_valid = ctx.saved_tensors
         scale = (grad_out / n_valid) * valid                              # (n,)
-        grad = torch.sub(logits, lse[:, None]).exp_().mul_(scale[:, None])
+        grad = probs * scale[:, None]
         grad.scatter_add_(1, safe[:, None], -scale[:, None])
         return grad, None, None
 
@@ -93,8 +101,12 @@ def next_token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} "
                          "disagree on their leading (token) dimensions")
-    return _CrossEntropy.apply(_upcast(logits.reshape(-1, logits.shape[-1])),
-                               targets.reshape(-1), ignore_index)
+    flat = _upcast(logits.reshape(-1, logits.shape[-1]))                  # (n, v)
+    if flat.device.type == "cpu":
+        return _CrossEntropy.apply(flat, targets.reshape(-1), ignore_index)
+    if not bool((targets != ignore_index).any()):
+        return flat.sum() * 0.0
+    return F.cross_entropy(flat, targets.reshape(-1), ignore_index=ignore_index)
 
 
 def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,

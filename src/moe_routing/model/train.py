@@ -57,6 +57,14 @@ class TrainData:
     def __len__(self) -> int:
         return self.inputs.shape[0]
 
+    @classmethod
+    def from_split(cls, split, router_mask: torch.Tensor | None = None) -> "TrainData":
+        """From a knowledge ``EncodedSplit`` (``moe_routing.knowledge``): its ``inputs``,
+        ``targets_masked(IGNORE_INDEX)`` and ``task``; ``router_mask`` as in the class doc."""
+        return cls(inputs=split.inputs.contiguous(),
+                   targets=split.targets_masked(IGNORE_INDEX).contiguous(),
+                   task_ids=split.task, router_mask=router_mask)
+
     def check_vocab(self, vocab_size: int, max_len: int) -> None:
         """ValueError when the data do not fit the model's vocabulary or context."""
         hi = int(self.inputs.max())
@@ -144,7 +152,7 @@ class History:
     lr: list[float] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)
     wall_s: float = 0.0
-    tokens_per_s: float = 0.0
+    tokens_per_s: float = 0.0     # input positions processed per second (padding included)
     device: str = "cpu"
 
     def as_dict(self) -> dict:

@@ -287,11 +287,12 @@ def risk_layer_quadrature(model: MoERegression, law: GaussianLaw, taus, n_perp: 
         T, wT = graded_nodes(lo, hi, [T0], n_gl=n_gl, k_fine=4, base=max(ti / slope, 1e-300))
         wT = wT * np.exp(-0.5 * T ** 2) / np.sqrt(2 * np.pi)  # (m,)
         inner = np.empty(n_perp)
-        for s in range(0, n_perp, chunk):
-            zz = z[s:s + chunk]  # (b, d)
+        rows = max(1, min(chunk, (1 << 22) // (T.size * law.dim)))  # ≤ 4M floats per block
+        for s in range(0, n_perp, rows):
+            zz = z[s:s + rows]  # (b, d)
             x = law.mean + sig * (zz[:, None, :] + T[None, :, None] * nhat)  # (b, m, d)
             g = model.gap(x.reshape(-1, law.dim), [ti])[0].reshape(zz.shape[0], T.size)
-            inner[s:s + chunk] = g @ wT
+            inner[s:s + rows] = g @ wT
         gaps.append(inner.mean())
         ses.append(inner.std(ddof=1) / np.sqrt(n_perp) if n_perp > 1 else np.nan)
     return RiskGap(t, np.array(gaps), np.array(ses), float("nan"), "layer quadrature x Monte Carlo")

@@ -173,3 +173,20 @@ def test_train_data_from_a_split_like_object():
     data = TrainData.from_split(Split(tokens, torch.tensor([0, 1])))
     assert data.targets.tolist() == [[6, 7, IGNORE_INDEX], [7, IGNORE_INDEX, IGNORE_INDEX]]
     assert data.task_ids.tolist() == [0, 1] and data.inputs.shape == (2, 3)
+
+
+def test_collect_routing_matches_forward():
+    from moe_routing.model import collect_routing
+    seq, tasks, v = lookup_data()
+    torch.manual_seed(0)
+    m = MoETransformer(small_cfg(v, top_k=2))
+    inputs = seq[:, :-1]
+    mask = torch.zeros(inputs.shape, dtype=torch.bool)
+    mask[:, 1] = True
+    mask[:5, 3] = True
+    rec = collect_routing(m, inputs, tasks, mask, batch_size=7)
+    out = m(inputs)
+    assert torch.equal(rec.expert, out.expert_index[mask])
+    assert torch.equal(rec.task, tasks[:, None].expand_as(mask)[mask])
+    assert torch.equal(rec.position, torch.arange(4).expand_as(mask)[mask])
+    assert rec.probs.shape == (len(seq) + 5, 4)

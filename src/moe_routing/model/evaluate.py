@@ -138,3 +138,38 @@ def model_valid_mass(model: MoETransformer, tokens: torch.Tensor, valid: torch.T
         inv.append(i.cpu())
     model.train(was)
     return torch.cat(ms), torch.cat(inv)
+
+
+class RoutingRecord(NamedTuple):
+    """Routing decisions at the selected positions, flattened (m positions)."""
+
+    task: torch.Tensor           # (m,) task of the sentence each position belongs to
+    expert: torch.Tensor         # (m, k) chosen experts, most probable first
+    probs: torch.Tensor          # (m, e) router distribution
+    position: torch.Tensor       # (m,) position in the sequence
+
+
+@torch.no_grad()
+def collect_routing(model: MoETransformer, inputs: torch.Tensor, task_ids: torch.Tensor,
+                    mask: torch.Tensor | None = None, batch_size: int = 1024) -> RoutingRecord:
+    """Run the model and keep the router's decisions where ``mask`` (b, t) is True (default:
+    everywhere), ready for ``moe_routing.routing_metrics`` (e.g. ``routing_summary(rec.task,
+    rec.expert[:, 0], K, E, rec.probs)``)."""
+    if mask is None:
+        mask = torch.ones(inputs.shape, dtype=torch.bool)
+    if mask.shape != inputs.shape or task_ids.shape != (inputs.shape[0],):
+        raise ValueError(f"inputs {tuple(inputs.shape)}, mask {tuple(mask.shape)} and task_ids "
+                         f"{tuple(task_ids.shape)} disagree")
+    device = next(model.parameters()).device
+    was = model.training
+    model.eval()
+    tasks, experts, probs, pos = [], [], [], []
+    for s in range(0, inputs.shape[0], batch_size):
+        out = model(inputs[s:s + batch_size].to(device))
+        m = mask[s:s + batch_size].to(device)                             # (b, t)
+        experts.append(out.expert_index[m].cpu())
+        probs.append(out.router_probs[m].float().cpu())
+        tasks.append(task_ids[s:s + batch_size].to(device)[:, None].expand_as(m)[m].cpu())
+        pos.append(torch.arange(m.shape[1], device=device).expand_as(m)[m].cpu())
+    model.train(was)
+    return RoutingRecord(torch.cat(tasks), torch.cat(experts), torch.cat(probs), torch.cat(pos))

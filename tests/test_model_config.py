@@ -74,3 +74,11 @@ def test_model_rejects_non_config():
 def test_bad_train_config(kw, words):
     with pytest.raises(ValueError, match=words):
         TrainConfig(**kw)
+
+
+def test_numpy_integers_accepted_and_stored_as_int():
+    import numpy as np
+    cfg = base(vocab_size=np.int64(20), expert_sizes=tuple(np.array([8, 2, 3, 0])))
+    assert type(cfg.vocab_size) is int and all(type(s) is int for s in cfg.expert_sizes)
+    with pytest.raises(ValueError, match="n_experts"):
+        base(n_experts=2.5)

@@ -9,6 +9,7 @@ of the residual stream, experts of unequal size); they are all plain fields here
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass, replace
 
 GATE_MODES = ("switch", "renormalised")
@@ -88,6 +89,16 @@ class MoEConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
+        # Accept numpy / torch integers (a dataset's sizes often are) and store plain ints.
+        for name in ("vocab_size", "max_len", "d_model", "n_heads", "d_head", "n_experts",
+                     "d_expert", "top_k"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                object.__setattr__(self, name, int(value))
+        if self.expert_sizes is not None:
+            object.__setattr__(self, "expert_sizes", tuple(
+                int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
+                for v in self.expert_sizes))
         _require(isinstance(self.vocab_size, int) and self.vocab_size >= 2, "vocab_size",
                  self.vocab_size, "an integer ≥ 2")
         _require(isinstance(self.max_len, int) and self.max_len >= 1, "max_len", self.max_len,

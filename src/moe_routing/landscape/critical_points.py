@@ -1,0 +1,185 @@
+"""Numerical search for the critical points of a two-parameter router objective.
+
+Minima are easy to find (gradient descent); saddles are not, because descent flows away from
+them. The search therefore works on the gradient itself, from many starting routers:
+
+1. a few steps of gradient descent on ``½|∇L̄|²`` (its gradient is ``H ∇L̄``), which is
+   attracted by minima, saddles and maxima alike;
+2. Newton refinement ``φ ← φ − H⁺ ∇L̄`` (pseudo-inverse, steps capped) until ``|∇L̄| < tol``.
+
+Points that do not converge (``½|∇L̄|²`` also has non-critical stationary points) are dropped;
+the rest are deduplicated in the canonical chart (``α ∈ [0, π)``, since ``(α, b) ≡ (α+π, −b)``)
+and classified by the eigenvalues of the Hessian.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .teacher_student import TeacherStudentConfig, wrap_phi
+
+GradHess = Callable[[np.ndarray], tuple]    # phi (S,2) -> (value (S,), grad (S,2), hess (S,2,2))
+
+
+@dataclass
+class CriticalPoint:
+    phi: np.ndarray            # (2,) canonical chart
+    value: float
+    grad_norm: float
+    hess_eigs: np.ndarray      # (2,) ascending
+    teacher: bool              # teacher-equivalent partition?
+
+    @property
+    def kind(self) -> str:
+        lo, hi = self.hess_eigs
+        if self.teacher:
+            return "teacher minimum" if lo > 0 else "teacher (non-minimum)"
+        if lo < 0:
+            return "strict saddle" if hi > 0 else "local maximum"
+        return "spurious local minimum" if lo > 0 else "degenerate"
+
+
+def chart_distance(p, q) -> float:
+    """Distance between two routers in the chart, respecting α-periodicity and (α+π, −b)."""
+    p, q = wrap_phi(p), wrap_phi(q)
+    cands = [q, np.array([q[0] + np.pi, -q[1]]), np.array([q[0] - np.pi, -q[1]])]
+    return float(min(np.linalg.norm(p - c) for c in cands))
+
+
+def newton_search(fn: GradHess, starts: np.ndarray, *, descent_steps: int = 10, descent_lr: float = 0.5,
+                  newton_steps: int = 25, step_cap: float = 0.2, tol: float = 1e-7,
+                  b_max: float = 2.8):
+    """Run the two-phase search from every start at once; returns (phi (S,2), converged (S,))."""
+    phi = np.array(starts, dtype=float).reshape(-1, 2)
+    if not np.all(np.isfinite(phi)):
+        raise ValueError("starting routers must be finite")
+    alive = np.ones(len(phi), dtype=bool)
+    for _ in range(int(descent_steps)):
+        _, g, H = fn(phi)
+        d = np.einsum("sij,sj->si", H, g)                               # ∇(½|g|²)
+        nrm = np.linalg.norm(d, axis=1, keepdims=True)
+        step = -descent_lr * d / np.maximum(nrm, 1e-300) * np.minimum(nrm, step_cap)
+        phi = np.where(alive[:, None], phi + step, phi)
+        alive &= np.abs(phi[:, 1]) < b_max
+    for _ in range(int(newton_steps)):
+        _, g, H = fn(phi)
+        step = -np.stack([np.linalg.lstsq(H[s], g[s], rcond=1e-10)[0] for s in range(len(phi))])
+        nrm = np.linalg.norm(step, axis=1, keepdims=True)
+        step = step * np.minimum(1.0, step_cap / np.maximum(nrm, 1e-300))
+        done = np.linalg.norm(g, axis=1) < tol
+        phi = np.where((alive & ~done)[:, None], phi + step, phi)
+        alive &= np.abs(phi[:, 1]) < b_max
+    _, g, _ = fn(phi)
+    return phi, alive & (np.linalg.norm(g, axis=1) < tol)
+
+
+def collect(fn: GradHess, phis: np.ndarray, ok: np.ndarray, cfg: TeacherStudentConfig,
+            teacher_radius: float = 0.15, merge: float = 1e-3) -> list[CriticalPoint]:
+    """Deduplicate converged points and classify them; sorted by objective value."""
+    pts: list[np.ndarray] = []
+    for p in phis[ok]:
+        p = wrap_phi(p)
+        if all(chart_distance(p, q) > merge for q in pts):
+            pts.append(p)
+    if not pts:
+        return []
+    v, g, H = fn(np.array(pts))
+    teacher = cfg.teacher_equivalents()
+    out = []
+    for i, p in enumerate(pts):
+        is_t = min(chart_distance(p, t) for t in teacher) < teacher_radius
+        out.append(CriticalPoint(phi=p, value=float(v[i]), grad_norm=float(np.linalg.norm(g[i])),
+                                 hess_eigs=np.linalg.eigvalsh(H[i]), teacher=bool(is_t)))
+    return sorted(out, key=lambda c: c.value)
+
+
+def start_grid(n_alpha: int, n_b: int, b_range: float = 1.5) -> np.ndarray:
+    """A grid of starting routers over ``α ∈ [0, π)``, ``b ∈ [−b_range, b_range]``: (n_α·n_b, 2)."""
+    if n_alpha < 1 or n_b < 1:
+        raise ValueError(f"need n_alpha, n_b >= 1; got {n_alpha}, {n_b}")
+    A = np.linspace(0, np.pi, int(n_alpha) + 1)[:-1]
+    B = np.linspace(-b_range, b_range, int(n_b))
+    return np.array([[a, b] for a in A for b in B])
+
+
+def descend(fn_grad: Callable[[np.ndarray], tuple], starts: np.ndarray, *, steps: int = 80,
+            lr_start: float = 0.2, lr_end: float = 1e-3, b_max: float = 2.8) -> np.ndarray:
+    """Normalised gradient descent on the objective from every start at once.
+
+    Step lengths decay geometrically from ``lr_start`` to ``lr_end``: the soft objective near the
+    teacher is V-shaped outside a boundary layer of width O(τ) (the teacher jumps across its
+    interface), so plain Newton overshoots there; descent brings every start inside its basin's
+    layer, where Newton then converges quadratically. ``fn_grad(phi) -> (value, grad)``.
+    """
+    phi = np.array(starts, dtype=float).reshape(-1, 2)
+    lrs = np.geomspace(lr_start, lr_end, int(steps))
+    for lr in lrs:
+        _, g = fn_grad(phi)
+        nrm = np.linalg.norm(g, axis=1, keepdims=True)
+        phi = phi - lr * g / np.maximum(nrm, 1e-300)
+        phi[:, 1] = np.clip(phi[:, 1], -b_max, b_max)
+    return phi
+
+
+@dataclass
+class SoftCriticalPoint:
+    """A critical point of ``L_τ`` (profiled), with its refitted experts and joint spectrum."""
+
+    tau: float
+    point: CriticalPoint
+    theta: np.ndarray          # (2, 3) refitted experts θ_τ(φ)
+    joint_eigs: np.ndarray     # (8,) eigenvalues of the joint Hessian of L_τ(θ, φ), ascending
+    partition_error: float
+    expert_error: float
+
+
+def hard_critical_points(cfg: TeacherStudentConfig, starts: np.ndarray) -> list[CriticalPoint]:
+    """Critical points of the hard profiled objective ``L̄_0`` (exact shape-derivative gradient,
+    finite-difference Hessian), excluding the teacher partition where ``L̄_0`` has a kink."""
+    from .hessian import profiled_hard_grad_hess
+
+    def fn(p):
+        return profiled_hard_grad_hess(cfg, p)
+
+    phis, ok = newton_search(fn, starts, descent_steps=5)
+    return [c for c in collect(fn, phis, ok, cfg) if not c.teacher]
+
+
+def soft_critical_points(cfg: TeacherStudentConfig, taus, starts: np.ndarray,
+                         seeds: list | None = None, descent_steps: int = 80) -> list[SoftCriticalPoint]:
+    """Critical points of ``L_τ`` for each τ (in the given order, usually decreasing).
+
+    Candidates at each τ: the end points of normalised descent from every start (this is where
+    the global minimiser is found), the ``seeds`` (e.g. the hard critical points) and the points
+    found at the previous τ (continuation in τ, which is how saddles are followed). Each
+    candidate is refined by Newton's method and kept when ``|∇L̄_τ| < 1e-7``.
+    """
+    from .hessian import joint_hessian, profiled_soft_grad, profiled_soft_grad_hess, soft_refit_np
+    from .teacher_student import expert_error, partition_error
+
+    seeds = [np.asarray(s, float) for s in (seeds or [])]
+    prev: list[np.ndarray] = []
+    out: list[SoftCriticalPoint] = []
+    for tau in taus:
+        def fg(p, tau=tau):
+            return profiled_soft_grad(cfg, p, tau)
+
+        def fn(p, tau=tau):
+            return profiled_soft_grad_hess(cfg, p, tau)
+
+        ends = descend(fg, starts, steps=descent_steps)
+        cand = np.concatenate([ends] + [np.array(seeds + prev)] if (seeds or prev) else [ends])
+        phis, ok = newton_search(fn, cand, descent_steps=0, newton_steps=20,
+                                 step_cap=min(0.2, max(0.01, 3 * tau)))
+        found = collect(fn, phis, ok, cfg)
+        prev = [c.phi for c in found]
+        for c in found:
+            th = soft_refit_np(cfg, c.phi, tau)
+            out.append(SoftCriticalPoint(
+                tau=float(tau), point=c, theta=th,
+                joint_eigs=np.linalg.eigvalsh(joint_hessian(cfg, th, c.phi, tau)),
+                partition_error=partition_error(cfg, c.phi), expert_error=expert_error(cfg, th)))
+    return out

@@ -1,0 +1,129 @@
+"""Two-expert Gaussian model (paper B, Proposition 6.3): the operator M, the linearised rates
+and the simulated gradient flow. Targets from the derivation notes (boundary-mass.md §9)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from moe_routing.landscape.symmetry import (SQRT_2_OVER_PI, TwoExpertGaussian, fit_growth_rate,
+                                            fit_power_law, gradient_flow, linear_growth_rates,
+                                            m_operator_closed_form, m_operator_mc,
+                                            naive_gradient_flow_step, population_gradients,
+                                            soft_risk, symmetric_start, top_direction)
+
+U_GENERIC = (0.6, -0.48, 0.64)          # |u| = 1
+BETA1, BETA2 = (0.7, 0.4, -0.2), (-0.5, -0.1, 0.3)
+
+
+def test_abs_teacher_eigenvalues_closed_form():
+    M = m_operator_closed_form(TwoExpertGaussian.abs_teacher(3, u=U_GENERIC))
+    ev = np.linalg.eigvalsh(M)
+    assert ev == pytest.approx([0.7978846, 0.7978846, 1.5957691], abs=1e-6)
+    assert abs(top_direction(M) @ np.array(U_GENERIC)) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("model", [TwoExpertGaussian.abs_teacher(3, u=U_GENERIC),
+                                   TwoExpertGaussian(u=U_GENERIC, beta1=BETA1, beta2=BETA2)])
+def test_closed_form_matches_monte_carlo(model):
+    X, Y = model.sample(200_000, seed=1)
+    u, b1, b2 = model.arrays()
+    Mn, se, theta_bar = m_operator_mc(X, Y)
+    M = m_operator_closed_form(model)
+    # entrywise within 5 Monte Carlo standard errors (se ≈ 0.003–0.007 at n = 2e5)
+    assert np.all(np.abs(Mn - M) <= 5 * se + 1e-12), (Mn - M) / se
+    # the fitted expert mean is (β_1 + β_2)/2 (least squares; error O(n^-1/2))
+    assert np.abs(theta_bar - 0.5 * (b1 + b2)).max() < 0.02
+
+
+def test_growth_rates_are_eigs_over_sqrt2_tau():
+    model = TwoExpertGaussian(u=U_GENERIC, beta1=BETA1, beta2=BETA2)
+    M = m_operator_closed_form(model)
+    lam = np.linalg.eigvalsh(M)
+    rates = linear_growth_rates(M, [1.0, 0.1])
+    expect = np.sort(np.concatenate([lam, -lam]) / math.sqrt(2))[::-1]
+    assert rates[0] == pytest.approx(expect, abs=1e-10)
+    assert rates[1] == pytest.approx(expect / 0.1, abs=1e-9)
+    assert rates[0, 0] * 1.0 == pytest.approx(np.max(lam) / math.sqrt(2))
+
+
+def test_vectorised_gradients_and_step_match_autograd_reference():
+    model = TwoExpertGaussian(u=U_GENERIC, beta1=BETA1, beta2=BETA2)
+    X, Y = model.sample(2_000, seed=2)
+    g = torch.Generator().manual_seed(0)
+    th1, th2, w = (torch.randn(3, 3, generator=g, dtype=torch.float64) for _ in range(3))
+    tau = torch.tensor([1.0, 0.3, 0.05], dtype=torch.float64)
+    p = [q.clone().requires_grad_(True) for q in (th1, th2, w)]
+    auto = torch.autograd.grad(soft_risk(X, Y, *p, tau).sum(), p)
+    mine = population_gradients(X, Y, th1, th2, w, tau)
+    for a, b in zip(auto, mine):
+        assert torch.allclose(a, b, atol=1e-12, rtol=1e-10)
+    res = gradient_flow(X, Y, th1, th2, w, tau.numpy(), steps=1, h=0.05)
+    ref = naive_gradient_flow_step(X, Y, th1, th2, w, tau.numpy(), h=0.05)
+    assert np.allclose(res.w_final, ref[2].detach().numpy(), atol=1e-12)
+    assert np.allclose(res.delta_final, (ref[0] - ref[1]).detach().numpy(), atol=1e-12)
+
+
+def test_simulated_growth_times_tau_matches_1128_and_aligns_with_separator():
+    model = TwoExpertGaussian.abs_teacher(3, u=U_GENERIC)
+    X, Y = model.sample(20_000, seed=3)
+    taus = np.array([1.0, 0.25])
+    th1, th2, w = symmetric_start(X, Y, 2, scale_w=1e-7, scale_delta=1e-7, seed=4, tau=taus)
+    res = gradient_flow(X, Y, th1, th2, w, taus, steps=110, h=0.1)
+    rate_tau, rate = fit_growth_rate(res, 1e-5, 1e-3)
+    Mn, _, _ = m_operator_mc(X, Y)
+    pred_sample = np.linalg.eigvalsh(Mn).max() / math.sqrt(2)
+    # the flow on the sample follows the sample operator closely (linearisation + RK4 error)
+    assert rate_tau == pytest.approx([pred_sample] * 2, rel=0.02)
+    # and the population value 2/√π ≈ 1.1284 within the Monte Carlo error of λ_max(M_n) (n = 2e4)
+    assert rate_tau == pytest.approx([2 / math.sqrt(math.pi)] * 2, rel=0.05)
+    p, _ = fit_power_law(taus, rate)
+    assert p == pytest.approx(-1.0, abs=0.03)
+    cos = np.abs(res.w_final @ np.array(U_GENERIC)) / np.linalg.norm(res.w_final, axis=1)
+    assert np.all(cos > 0.97)
+
+
+def test_exact_symmetry_nothing_grows():
+    model = TwoExpertGaussian.abs_teacher(3)
+    X, Y = model.sample(5_000, seed=5)
+    theta_bar = torch.linalg.lstsq(X, Y[:, None]).solution[:, 0]
+    B = 3
+    th = theta_bar[None].repeat(B, 1)
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(B, 3, generator=g, dtype=torch.float64)
+    taus = np.array([1.0, 0.1, 0.01])
+    # identical experts: the output and the loss do not depend on the router at all
+    _, _, gw = population_gradients(X, Y, th, th.clone(), w, torch.tensor(taus))
+    assert float(gw.abs().max()) == 0.0
+    # router-only flow with identical experts: the router never moves, at any τ
+    res = gradient_flow(X, Y, th, th.clone(), w, taus, steps=50, h=0.1, train_experts=False)
+    assert np.array_equal(res.w_final, w.numpy())
+    # the fully symmetric state (δ = 0, w = 0) is a fixed point of the joint flow at every τ
+    res0 = gradient_flow(X, Y, th, th.clone(), torch.zeros_like(w), taus, steps=50, h=0.1)
+    assert np.abs(res0.w_norm).max() < 1e-12 and np.abs(res0.delta_norm).max() < 1e-12
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="tau"):
+        linear_growth_rates(np.eye(2), 0.0)
+    with pytest.raises(ValueError, match="tau"):
+        linear_growth_rates(np.eye(2), [-1.0])
+    with pytest.raises(ValueError, match="non-zero"):
+        TwoExpertGaussian(u=(0, 0, 0), beta1=BETA1, beta2=BETA2)
+    with pytest.raises(ValueError, match="degenerate teacher"):
+        TwoExpertGaussian(u=U_GENERIC, beta1=BETA1, beta2=BETA1)
+    with pytest.raises(ValueError, match="same dimension"):
+        TwoExpertGaussian(u=(1.0, 0.0), beta1=BETA1, beta2=BETA2)
+    with pytest.raises(ValueError, match="square"):
+        linear_growth_rates(np.ones((2, 3)), 1.0)
+    with pytest.raises(ValueError, match="dimension d"):
+        TwoExpertGaussian.abs_teacher(0)
+    model = TwoExpertGaussian.abs_teacher(2)
+    X, Y = model.sample(100, seed=0)
+    z = torch.zeros(1, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="dimension"):
+        gradient_flow(X, Y, z, z, z, [1.0], steps=1)
+    z2 = torch.zeros(1, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="tau"):
+        gradient_flow(X, Y, z2, z2, z2, [0.0], steps=1)

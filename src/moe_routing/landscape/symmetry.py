@@ -158,9 +158,19 @@ def linear_growth_rates(M: np.ndarray, tau) -> np.ndarray:
 
 
 def top_direction(M: np.ndarray) -> np.ndarray:
-    """Unit eigenvector of the largest eigenvalue of the symmetric M (the fastest router mode)."""
+    """Unit eigenvector of the eigenvalue of largest *modulus* of the symmetric M.
+
+    Both signs of ``λ_i(M)`` give an unstable mode of the linearised system (rates
+    ``|λ_i|/(√2τ)``, eigenvectors ``(v_i, ±√2 v_i)``), so the fastest router direction belongs to
+    the largest ``|λ_i|``, which need not be the largest ``λ_i``.
+    """
     vals, vecs = np.linalg.eigh(np.asarray(M, dtype=float))
-    return vecs[:, int(np.argmax(vals))]
+    return vecs[:, int(np.argmax(np.abs(vals)))]
+
+
+def fastest_rate_times_tau(M: np.ndarray) -> float:
+    """``max_i |λ_i(M)| / √2``: the fastest linear growth rate multiplied by τ."""
+    return float(np.abs(np.linalg.eigvalsh(np.asarray(M, dtype=float))).max() / math.sqrt(2))
 
 
 # --------------------------------------------------------------------------------------------

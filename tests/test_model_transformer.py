@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moe_routing.model import MoEConfig, MoETransformer
 from moe_routing.model.dispatch import dispatch, grouped_mm_available
@@ -217,3 +219,31 @@ def test_logits_mask_selects_positions():
     x = batch()
     mask = torch.rand(6, 9, generator=torch.Generator().manual_seed(2)) < 0.5
     assert torch.allclose(m(x, logits_mask=mask).logits, m(x).logits[mask], atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 25), e=st.integers(1, 6), k_frac=st.floats(0, 1), d=st.integers(1, 6),
+       f=st.integers(1, 7), seed=st.integers(0, 2 ** 16))
+def test_dispatch_backends_agree_on_random_shapes(n, e, k_frac, d, f, seed):
+    """Including empty batches, experts nobody chose, and top_k = E."""
+    k = 1 + int(k_frac * (e - 1))
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64, requires_grad=True)
+    ws = [torch.randn(*s, generator=g, dtype=torch.float64, requires_grad=True)
+          for s in ((e, d, f), (e, f), (e, f, d), (e, d))]
+    idx = torch.rand(n, e, generator=g).argsort(-1)[:, :k]               # k distinct experts
+    gate = torch.rand(n, k, generator=g, dtype=torch.float64)
+    res = {}
+    for backend in ("loop", "sorted", "dense"):
+        y = dispatch(backend, x, idx, gate, *ws)
+        assert y.shape == (n, d)
+        if n == 0:
+            continue
+        grads = torch.autograd.grad((y * y).sum(), (x, *ws), allow_unused=True)
+        res[backend] = (y, grads)
+    for backend in res.keys() - {"loop"}:
+        assert torch.allclose(res[backend][0], res["loop"][0], atol=1e-9)
+        for a, b in zip(res[backend][1], res["loop"][1]):
+            a = torch.zeros(()) if a is None else a
+            b = torch.zeros(()) if b is None else b
+            assert torch.allclose(a.double(), b.double(), atol=1e-9)

@@ -46,6 +46,9 @@ class CausalSelfAttention(nn.Module):
 
     ``w_q, w_k, w_v``: (h, d, c); ``w_o``: (h, c, d), head h writes ``softmax(q k^T / √c) v W_O[h]``
     into the residual stream.  Biases (``attn_bias``): ``b_q, b_k, b_v`` (h, c), ``b_o`` (d,).
+    The 1/√c score scale is fixed: a hand-built model sets its attention sharpness β by
+    writing ``β·√c·W_Q``.  No padding mask: sequences are right-padded, and causality already
+    keeps padding out of every real position.
     """
 
     def __init__(self, cfg: MoEConfig):

@@ -121,10 +121,10 @@ def dispatch_sorted(x, expert_index, gate, w1, b1, w2, b2, activation="relu", gr
     # Replicate tokens k times by expand+reshape (its backward is a plain sum), then permute:
     # a gather with unique indices, whose backward is deterministic on CUDA.
     xs = x.unsqueeze(1).expand(n, k, d).reshape(n * k, d)[order]          # (n k, d)
-    es = flat_e[order]                                                    # (n k,)
     counts = torch.bincount(flat_e, minlength=n_exp)                      # (e,)
 
     if grouped:
+        es = flat_e[order]                                                # (n k,) sorted ids
         offs = torch.cumsum(counts, 0).to(torch.int32)
         w1c, w2c = w1.to(x.dtype), w2.to(x.dtype)
         h = _contig_grad(F.grouped_mm(xs, w1c, offs=offs))                # (n k, f)

@@ -1,0 +1,17 @@
+"""Theorems 4.1 and 4.2 of paper A made executable: hand-built one-layer transformers (dense and
+MoE) that predict valid next tokens of every task, the MoE one routing by template structure.
+
+The construction is ours (the paper's proof is unavailable; see ``build`` for every step and
+constant).  ``build_moe``/``build_dense`` write weights into :class:`moe_routing.model.MoETransformer`;
+``verify`` checks them exhaustively; ``sizes`` counts neurons and parameters.
+"""
+
+from .build import ConstructionReport, build_dense, build_moe
+from .codes import coherence, polynomial_code
+from .layout import Layout
+from .structure import (StructuralNodes, admissible_tasks, check_hypotheses,
+                        hypothesis_violations, structural_nodes)
+
+__all__ = ["ConstructionReport", "build_dense", "build_moe", "coherence", "polynomial_code",
+           "Layout", "StructuralNodes", "admissible_tasks", "check_hypotheses",
+           "hypothesis_violations", "structural_nodes"]

@@ -1,0 +1,217 @@
+"""Exhaustive verification of a constructed model on every distinct prefix of a dataset.
+
+Every prefix w of every sentence is a node of the dataset's prefix trie; the model is causal,
+so the prediction for w is the model's output at the last position of *any* sentence through
+w.  We run the model (its own ``forward``) on whole sentences and keep, for each trie node,
+its first occurrence: every distinct prefix exactly once.
+
+Measured (all in log space, so ε = 1e-8 is resolved in float32):
+
+* invalid mass ``P(x ∉ V(w) | w) = exp(logsumexp_{x∉V} ℓ_x − logsumexp_x ℓ_x)``; the valid mass
+  is 1 minus it.  Float32 logits of size ≤ β carry an absolute error ≲ β·2⁻²⁴·(few), so the
+  *relative* error of the invalid mass is ≲ 1e-5: tiny invalid masses are resolved, while
+  ``1 − invalid`` itself would round to 1.
+* routing: the expert chosen at each prefix against the routing label of its structural node;
+* disentanglement: head 1's output against the first sentence with the same (template,
+  position) -- any subject; head 2's output after the subject against the first occurrence of
+  the same subject -- any template;
+* logits are computed from the output block only (``W_U`` is checked to vanish elsewhere),
+  which is the model's own unembedding restricted to the columns it reads.
+
+Circuit isolation (``isolation``): knocking out expert k ("zero" mode of
+:meth:`MoETransformer.knock_out`: the tokens routed to k keep only their residual stream).  At
+task k's object slots the output block is then exactly zero, every logit is 0 and the model is
+*uniform* over the vocabulary: "chance" means exactly this, P(correct object) = 1/V, and
+greedy accuracy is that of a uniform guess, 1/V in expectation (the argmax of a constant row is
+a tie; we report P(object) rather than an arbitrary tie-break).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Verification:
+    n_prefixes: int
+    max_invalid: float              # max over prefixes of P(invalid)
+    min_valid: float                # 1 − max_invalid (float64)
+    argmin_prefix: str              # the worst prefix, as text
+    invalid: np.ndarray             # (P,) per-prefix invalid mass
+    routed_ok: float                # share of task-determined prefixes routed to their task
+    n_task_determined: int
+    junction_ok: float              # share of shared prefixes sent to the junction expert
+    route_matrix: np.ndarray        # (K+1, E) counts: routing label x chosen expert
+    head1_dev: float                # max |Δ head-1 output| across subjects, same (template, pos)
+    head2_dev: float                # max |Δ head-2 output| across templates, same subject
+    head2_dev_before_object: float  # the same restricted to prefixes before the object
+    seconds: float
+
+
+def _struct_of_trie(dataset, nodes) -> np.ndarray:
+    """(n_trie_nodes,) structural node of each trie node."""
+    out = np.full(dataset.trie.n_nodes, -1, dtype=np.int64)
+    pn = dataset.prefix_node
+    node_at = nodes.node_at
+    for g in range(len(node_at)):
+        rows = np.nonzero(dataset.template == g)[0]
+        cols = np.arange(len(node_at[g]))
+        out[pn[np.ix_(rows, cols)].ravel()] = np.tile(np.array(node_at[g]), len(rows))
+    return out
+
+
+def _logits_from_output(model, report, a2: torch.Tensor) -> torch.Tensor:
+    """(r, d) residual → (r, V) logits using only the output block of W_U."""
+    sl = report.layout.block("OUT_SYN").start
+    return a2[:, sl:] @ model.unembed.weight[:, sl:].T
+
+
+def _check_unembedding(model, report):
+    sl = report.layout.block("OUT_SYN").start
+    if model.unembed.bias is not None or bool((model.unembed.weight[:, :sl] != 0).any()):
+        raise ValueError("W_U reads outside the output block; the restricted evaluation would "
+                         "not be exact")
+
+
+@torch.no_grad()
+def verify(model, report, dataset, batch_size: int = 256) -> Verification:
+    """Check every distinct prefix (see module docstring)."""
+    t0 = time.perf_counter()
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size}; accepted: an integer ≥ 1")
+    _check_unembedding(model, report)
+    model.eval()
+    nodes = report.nodes
+    lay = report.layout
+    K = dataset.n_tasks
+    E = model.config.n_experts
+    s_of_t = _struct_of_trie(dataset, nodes)
+    pn = dataset.prefix_node                                  # (M, n)
+    M, n = pn.shape
+    flat = pn.ravel()
+    ok = np.nonzero(flat >= 0)[0]
+    _, first = np.unique(flat[ok], return_index=True)
+    first_pos = ok[first]                                     # flat index of each node's first occurrence
+    is_first = np.zeros(M * n, dtype=bool)
+    is_first[first_pos] = True
+    is_first = is_first.reshape(M, n)
+    seqs = torch.as_tensor(dataset.seqs)
+    inv_all = np.zeros(dataset.trie.n_nodes)
+    route = np.zeros((K + 1, E), dtype=np.int64)
+    h1b, h2b = lay.block("H1"), lay.block("H2")
+    ref1 = {}
+    ref1_arr = torch.full((len(nodes.node_at), n, h1b.stop - h1b.start), float("nan"))
+    ref2 = torch.full((dataset.tokenizer.n_entity, h2b.stop - h2b.start), float("nan"))
+    d1 = d2 = d2b = 0.0
+    e0 = int(dataset.tokenizer.entity_ids[0]) if dataset.tokenizer.n_entity else 0
+    order = np.argsort(dataset.lengths, kind="stable")
+    for s in range(0, M, batch_size):
+        rows = order[s:s + batch_size]
+        T = int(dataset.lengths[rows].max()) - 1
+        x = seqs[rows, :T]
+        out = model(x, return_internals=True,
+                    logits_mask=torch.zeros(x.shape, dtype=torch.bool))
+        a2 = out.resid_mid + out.moe_out                       # (b, T, d)
+        sel = torch.as_tensor(is_first[rows, :T])
+        nd = torch.as_tensor(pn[rows, :T])[sel]                # trie nodes
+        logits = _logits_from_output(model, report, a2[sel])  # (r, V)
+        valid = dataset.valid_next_mask(nd)
+        lz = torch.logsumexp(logits, -1)
+        li = torch.logsumexp(logits.masked_fill(valid, float("-inf")), -1)
+        inv_all[nd.numpy()] = (li - lz).double().exp().numpy()
+        lab = nodes.label[s_of_t[nd.numpy()]]
+        ex = out.expert_index[..., 0][sel].numpy()
+        np.add.at(route, (lab, ex), 1)
+        # disentanglement
+        h1 = out.head_outputs[:, 0, :, h1b]                    # (b, T, n_types)
+        h2 = out.head_outputs[:, 1, :, h2b]
+        g = torch.as_tensor(dataset.template[rows])
+        ref = ref1_arr[g, :T]
+        fresh = torch.isnan(ref[..., 0])
+        ref[fresh] = h1[fresh]
+        ref1_arr[g, :T] = ref
+        d1 = max(d1, float((h1 - ref).abs().max()))
+        sp = torch.as_tensor(dataset.subject_pos[rows])
+        op = torch.as_tensor(dataset.object_pos[rows])
+        subj = seqs[rows, sp] - e0
+        pos = torch.arange(T)[None, :]
+        after = (pos >= sp[:, None]) & (pos <= torch.as_tensor(dataset.lengths[rows])[:, None] - 2)
+        before_obj = after & (pos < op[:, None])
+        r2 = ref2[subj]
+        new = torch.isnan(r2[:, 0])
+        r2[new] = h2[new, sp[new]]
+        ref2[subj] = r2
+        dev = (h2 - r2[:, None, :]).abs().amax(-1)             # (b, T)
+        d2 = max(d2, float(dev[after].max()) if after.any() else 0.0)
+        d2b = max(d2b, float(dev[before_obj].max()) if before_obj.any() else 0.0)
+    worst = int(np.argmax(inv_all))
+    tok = dataset.tokenizer
+    det = route[:K]
+    routed_ok = float(np.trace(det[:, :K]) / det.sum()) if det.sum() else float("nan")
+    junc_ok = float(route[K, E - 1] / route[K].sum()) if route[K].sum() and E == K + 1 else float("nan")
+    mx = float(inv_all.max())
+    return Verification(
+        n_prefixes=int(dataset.trie.n_nodes), max_invalid=mx, min_valid=1.0 - mx,
+        argmin_prefix=tok.decode(dataset.trie.prefix(worst)) or "(empty prefix)",
+        invalid=inv_all, routed_ok=routed_ok, n_task_determined=int(det.sum()),
+        junction_ok=junc_ok, route_matrix=route, head1_dev=d1, head2_dev=d2,
+        head2_dev_before_object=d2b, seconds=time.perf_counter() - t0)
+
+
+@torch.no_grad()
+def object_predictions(model, dataset, split: str = "test", batch_size: int = 512):
+    """At the object slot of every sentence of ``split``: (argmax == object (m,) bool,
+    P(object) (m,), logits row max−min (m,), task (m,))."""
+    idx = dataset.split_indices(split)
+    seqs = torch.as_tensor(dataset.seqs[idx])
+    op = torch.as_tensor(dataset.object_pos[idx])
+    correct, pobj, spread = [], [], []
+    order = np.argsort(dataset.object_pos[idx], kind="stable")
+    res = np.zeros((len(idx), 3))
+    for s in range(0, len(idx), batch_size):
+        r = torch.as_tensor(order[s:s + batch_size])
+        T = int(op[r].max())
+        x = seqs[r, :T]
+        pos = op[r] - 1
+        mask = torch.zeros(x.shape, dtype=torch.bool)
+        mask[torch.arange(len(r)), pos] = True
+        out = model(x, logits_mask=mask)
+        # logits_mask keeps row-major order: rows are in the order of r (one position each)
+        lg = out.logits.double()
+        tgt = seqs[r, op[r]]
+        lp = torch.log_softmax(lg, -1)
+        res[r.numpy(), 0] = (lg.argmax(-1) == tgt).double().numpy()
+        res[r.numpy(), 1] = lp[torch.arange(len(r)), tgt].exp().numpy()
+        res[r.numpy(), 2] = (lg.max(-1).values - lg.min(-1).values).numpy()
+    return res[:, 0].astype(bool), res[:, 1], res[:, 2], dataset.task[idx]
+
+
+@torch.no_grad()
+def isolation(model, dataset, experts_to_test, split: str = "test") -> list[dict]:
+    """Knock out expert k (zero mode) for each k in ``experts_to_test``; per k: task k's
+    accuracy and mean P(object) against chance 1/V, the largest change of any other task's
+    accuracy, and the largest change of P(object) on other tasks."""
+    V = dataset.vocab_size
+    base_ok, base_p, _, task = object_predictions(model, dataset, split)
+    out = []
+    for k in experts_to_test:
+        with model.knocked_out([int(k)]):
+            ok, p, spread, _ = object_predictions(model, dataset, split)
+        own = task == k
+        others = ~own
+        acc_other_base = np.array([base_ok[task == j].mean() for j in range(dataset.n_tasks) if j != k])
+        acc_other = np.array([ok[task == j].mean() for j in range(dataset.n_tasks) if j != k])
+        out.append(dict(expert=int(k), task=dataset.tasks[int(k)].name,
+                        acc_before=float(base_ok[own].mean()), acc_after=float(ok[own].mean()),
+                        p_object_after=float(p[own].mean()), chance=1.0 / V,
+                        logit_spread_after=float(spread[own].max()),
+                        other_acc_change=float(np.abs(acc_other - acc_other_base).max())
+                        if len(acc_other) else 0.0,
+                        other_p_change=float(np.abs(p[others] - base_p[others]).max())
+                        if others.any() else 0.0))
+    return out

@@ -70,6 +70,8 @@ def newton_search(fn: GradHess, starts: np.ndarray, *, descent_steps: int = 10, 
         nrm = np.linalg.norm(step, axis=1, keepdims=True)
         step = step * np.minimum(1.0, step_cap / np.maximum(nrm, 1e-300))
         done = np.linalg.norm(g, axis=1) < tol
+        if np.all(done | ~alive):
+            break
         phi = np.where((alive & ~done)[:, None], phi + step, phi)
         alive &= np.abs(phi[:, 1]) < b_max
     _, g, _ = fn(phi)
@@ -94,6 +96,16 @@ def collect(fn: GradHess, phis: np.ndarray, ok: np.ndarray, cfg: TeacherStudentC
         out.append(CriticalPoint(phi=p, value=float(v[i]), grad_norm=float(np.linalg.norm(g[i])),
                                  hess_eigs=np.linalg.eigvalsh(H[i]), teacher=bool(is_t)))
     return sorted(out, key=lambda c: c.value)
+
+
+def dedupe(phis: np.ndarray, radius: float = 2e-3) -> np.ndarray:
+    """Drop routers within ``radius`` (chart distance) of an earlier one: descent sends many
+    starts into the same basin, and refining each copy by Newton would repeat the same work."""
+    kept: list[np.ndarray] = []
+    for p in np.asarray(phis, dtype=float).reshape(-1, 2):
+        if all(chart_distance(p, q) > radius for q in kept):
+            kept.append(p)
+    return np.array(kept)
 
 
 def start_grid(n_alpha: int, n_b: int, b_range: float = 1.5) -> np.ndarray:
@@ -171,7 +183,7 @@ def soft_critical_points(cfg: TeacherStudentConfig, taus, starts: np.ndarray,
             return profiled_soft_grad_hess(cfg, p, tau)
 
         ends = descend(fg, starts, steps=descent_steps)
-        cand = np.concatenate([ends] + [np.array(seeds + prev)] if (seeds or prev) else [ends])
+        cand = dedupe(np.concatenate([ends] + [np.array(seeds + prev)] if (seeds or prev) else [ends]))
         phis, ok = newton_search(fn, cand, descent_steps=0, newton_steps=20,
                                  step_cap=min(0.2, max(0.01, 3 * tau)))
         found = collect(fn, phis, ok, cfg)

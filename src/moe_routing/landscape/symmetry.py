@@ -189,19 +189,21 @@ def soft_risk(X, Y, theta1, theta2, w, tau):
 def population_gradients(X, Y, theta1, theta2, w, tau):
     """Closed-form gradients of :func:`soft_risk` for B trajectories at once (no autograd).
 
-    One pass costs three ``(n,d)×(d,B)`` products and three ``(B,n)×(n,d)`` products, so B
-    trajectories (e.g. several temperatures) share every memory sweep over the sample.
+    One evaluation makes two sweeps over the sample (one ``(n,d)×(d,3B)`` product for the three
+    linear forms, one ``(d,n)×(n,3B)`` product for the three gradients), so B trajectories (e.g.
+    several temperatures) share every memory sweep.
     Returns ``(g_theta1, g_theta2, g_w)``, each (B, d).
     """
-    n = X.shape[0]
-    F1, F2 = X @ theta1.T, X @ theta2.T                                 # (n, B)
-    P = torch.sigmoid((X @ w.T) / tau)                                  # (n, B)
+    n, B = X.shape[0], w.shape[0]
+    F = X @ torch.cat([theta1, theta2, w]).T                            # (n, 3B): one pass over X
+    F1, F2 = F[:, :B], F[:, B:2 * B]
+    P = torch.sigmoid(F[:, 2 * B:] / tau)                               # (n, B)
     D = F1 - F2
     r = Y[:, None] - (F2 + P * D)                                       # (n, B)
-    g1 = (-2.0 / n) * (r * P).T @ X
-    g2 = (-2.0 / n) * (r * (1.0 - P)).T @ X
-    gw = (-2.0 / n) * (r * P * (1.0 - P) * D / tau).T @ X
-    return g1, g2, gw
+    rP = r * P
+    G = X.T @ torch.cat([rP, r - rP, rP * (1.0 - P) * D / tau], dim=1)  # (d, 3B): one more pass
+    G = (-2.0 / n) * G.T
+    return G[:B], G[B:2 * B], G[2 * B:]
 
 
 @dataclass

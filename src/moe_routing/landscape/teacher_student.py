@@ -375,22 +375,33 @@ def soft_moments(cfg: TeacherStudentConfig, phi: torch.Tensor, tau: float, nodes
     pos = (safe_up > 0)[:, None]
     r1 = (torch.where(pos, tT, -big), torch.where(pos, big, tT))
     r2 = (torch.where(pos, -big, tT), torch.where(pos, tT, big))
-    zero = torch.zeros_like(s)
+    # x̃ = s·n̂ + t·p̂ + e with n̂ = (n, 0), p̂ = (n⊥, 0), e = (0, 0, 1): every moment is a
+    # combination of the scalar sums I[p, q] = Σ_nodes w_k(s) s^p m_q(s) (m_q: t-moments), so no
+    # (S, N, 3, 3) tensor is ever built — that keeps the backward passes cheap.
     one = torch.ones_like(s)
-    A = torch.stack([s * cs[:, None], s * sn[:, None], one], dim=-1)    # (S, N, 3): x̃ at t = 0
-    Bv = torch.stack([-sn, cs, torch.zeros_like(cs)], dim=-1)[:, None, :].expand_as(A)  # (S, N, 3)
-    AA = A[..., :, None] * A[..., None, :]
-    AB = A[..., :, None] * Bv[..., None, :]
-    BB = Bv[..., :, None] * Bv[..., None, :]
-    qs = []
-    for lo_t, hi_t in (r1, r2):
-        m0, m1, m2 = _trunc_moments_t(lo_t, hi_t)
-        qs.append(AA * m0[..., None, None] + (AB + AB.transpose(-1, -2)) * m1[..., None, None]
-                  + BB * m2[..., None, None])                           # (S, N, 3, 3)
-    q = torch.stack(qs, dim=2)                                          # (S, N, 2, 3, 3)
-    wk = torch.stack([one, gate1, gate1 * gate1], dim=-1) * ws[..., None]   # (S, N, 3)
-    del zero
-    return torch.einsum("snk,snjab->skjab", wk, q)
+    mom = torch.stack([torch.stack(_trunc_moments_t(lo_t, hi_t), dim=-1) for lo_t, hi_t in (r1, r2)],
+                      dim=2)                                            # (S, N, 2 regions, 3 q)
+    spow = torch.stack([one, s, s * s], dim=-1)                         # (S, N, 3 p)
+    wk = torch.stack([one, gate1, gate1 * gate1], dim=-1) * ws[..., None]   # (S, N, 3 k)
+    I = torch.einsum("snk,snjq,snp->skjpq", wk, mom, spow)              # (S, 3, 2, 3, 3)
+    zeros = torch.zeros_like(cs)
+    nh = torch.stack([cs, sn, zeros], -1)                               # (S, 3)
+    ph = torch.stack([-sn, cs, zeros], -1)
+    e = torch.zeros_like(nh)
+    e[:, 2] = 1.0
+
+    def outer(a, b):
+        return a[:, :, None] * b[:, None, :]
+
+    def sym(a, b):
+        o = outer(a, b)
+        return o + o.transpose(1, 2)
+
+    basis = torch.stack([outer(nh, nh), outer(ph, ph), outer(e, e), sym(nh, ph), sym(nh, e), sym(ph, e)],
+                        dim=1)                                          # (S, 6, 3, 3)
+    coef = torch.stack([I[..., 2, 0], I[..., 0, 2], I[..., 0, 0], I[..., 1, 1], I[..., 1, 0], I[..., 0, 1]],
+                       dim=-1)                                          # (S, 3, 2, 6)
+    return torch.einsum("skjm,smab->skjab", coef, basis)
 
 
 def _risk_from_moments(cfg: TeacherStudentConfig, R: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:

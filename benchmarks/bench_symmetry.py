@@ -25,7 +25,7 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=3, help="input dimension")
     ap.add_argument("--B", type=int, default=5, help="trajectories (temperatures)")
     ap.add_argument("--steps", type=int, default=20, help="RK4 steps per timing")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads (1 is fastest for these sizes)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = TwoExpertGaussian.abs_teacher(args.d)

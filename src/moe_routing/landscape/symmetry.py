@@ -189,21 +189,22 @@ def soft_risk(X, Y, theta1, theta2, w, tau):
 def population_gradients(X, Y, theta1, theta2, w, tau):
     """Closed-form gradients of :func:`soft_risk` for B trajectories at once (no autograd).
 
-    One evaluation makes two sweeps over the sample (one ``(n,d)×(d,3B)`` product for the three
-    linear forms, one ``(d,n)×(n,3B)`` product for the three gradients), so B trajectories (e.g.
-    several temperatures) share every memory sweep.
+    One evaluation costs three ``(n,d)×(d,B)`` and three ``(B,n)×(n,d)`` products, so B
+    trajectories (e.g. several temperatures) share every sweep over the sample. The tensors are
+    small: run it with one intra-op thread (``torch.set_num_threads(1)``) — with two threads on
+    shared cores the synchronisation costs far more than it gains.
     Returns ``(g_theta1, g_theta2, g_w)``, each (B, d).
     """
-    n, B = X.shape[0], w.shape[0]
-    F = X @ torch.cat([theta1, theta2, w]).T                            # (n, 3B): one pass over X
-    F1, F2 = F[:, :B], F[:, B:2 * B]
-    P = torch.sigmoid(F[:, 2 * B:] / tau)                               # (n, B)
+    n = X.shape[0]
+    F1, F2 = X @ theta1.T, X @ theta2.T                                 # (n, B)
+    P = torch.sigmoid((X @ w.T) / tau)                                  # (n, B)
     D = F1 - F2
     r = Y[:, None] - (F2 + P * D)                                       # (n, B)
     rP = r * P
-    G = X.T @ torch.cat([rP, r - rP, rP * (1.0 - P) * D / tau], dim=1)  # (d, 3B): one more pass
-    G = (-2.0 / n) * G.T
-    return G[:B], G[B:2 * B], G[2 * B:]
+    g1 = (-2.0 / n) * rP.T @ X
+    g2 = (-2.0 / n) * (r - rP).T @ X
+    gw = (-2.0 / n) * (rP * (1.0 - P) * D / tau).T @ X
+    return g1, g2, gw
 
 
 @dataclass
@@ -292,37 +293,46 @@ def naive_gradient_flow_step(X, Y, theta1, theta2, w, tau, h: float = 0.05):
 
 
 def symmetric_start(X, Y, B: int, *, scale_w: float, scale_delta: float, seed: int,
-                    tau=None):
+                    tau=None, scale_with_tau: bool = False, shared: bool = True):
     """A near-symmetric state for B trajectories: both experts at the sample least-squares fit
     ``θ̄_n`` (the symmetric fixed point of the sample flow) plus a contrast ``δ`` of norm
-    ``scale_delta``, and a router of norm ``scale_w·τ_b`` (random directions, seeded).
+    ``scale_delta``, and a router of norm ``scale_w`` (times ``τ_b`` if ``scale_with_tau``).
 
-    The router is scaled with τ so that ``w·X/τ`` starts equally small at every temperature.
+    Why ``shared`` (default): in the time ``s = t/τ`` the linearised system
+    ``dw/ds = Mδ/2, dδ/ds = Mw`` does not involve τ, so trajectories that start from the *same*
+    ``(w, δ)`` are the same curve in ``s`` at every temperature — comparing temperatures then
+    compares rates, not lucky initial directions (a random δ nearly orthogonal to the fastest
+    mode delays its dominance by many e-folds).
     """
     d = X.shape[1]
     g = torch.Generator().manual_seed(int(seed))
     tb = torch.ones(B, dtype=X.dtype) if tau is None else torch.as_tensor(_check_tau(tau), dtype=X.dtype)
+    if tb.shape != (B,):
+        raise ValueError(f"tau must have B = {B} entries; got {tuple(tb.shape)}")
     theta_bar = torch.linalg.lstsq(X, Y[:, None]).solution[:, 0]
-    rw = torch.randn(B, d, generator=g, dtype=X.dtype)
-    rd = torch.randn(B, d, generator=g, dtype=X.dtype)
-    w = scale_w * tb[:, None] * rw / rw.norm(dim=1, keepdim=True)
+    nb = 1 if shared else B
+    rw = torch.randn(nb, d, generator=g, dtype=X.dtype).expand(B, d)
+    rd = torch.randn(nb, d, generator=g, dtype=X.dtype).expand(B, d)
+    sw = scale_w * (tb[:, None] if scale_with_tau else torch.ones_like(tb)[:, None])
+    w = sw * rw / rw.norm(dim=1, keepdim=True)
     delta = scale_delta * rd / rd.norm(dim=1, keepdim=True)
     th1 = theta_bar[None].repeat(B, 1) + 0.5 * delta
     th2 = theta_bar[None].repeat(B, 1) - 0.5 * delta
-    return th1, th2, w
+    return th1, th2, w.clone()
 
 
-def fit_growth_rate(res: FlowResult, lo: float, hi: float):
-    """Least-squares slope of ``log |w|`` against time over the window ``lo·τ ≤ |w| ≤ hi·τ``.
+def fit_growth_rate(res: FlowResult, lo: float, hi: float, relative_to_tau: bool = False):
+    """Least-squares slope of ``log |w|`` against time over the window ``lo ≤ |w| ≤ hi``
+    (``lo·τ ≤ |w| ≤ hi·τ`` if ``relative_to_tau``).
 
     Returns ``(rate·τ, rate)`` per trajectory (B,) each; NaN where the window has < 5 points.
-    The window sits in the linear regime (``|w|/τ ≪ 1``) after the other modes have decayed.
+    The window must sit in the linear regime (``|w|/τ ≪ 1``) after the slower modes have decayed.
     """
     if not (0 < lo < hi):
         raise ValueError(f"need 0 < lo < hi; got lo={lo!r}, hi={hi!r}")
     rate_tau = np.full(res.tau.shape, np.nan)
     for b, t in enumerate(res.tau):
-        rel = res.w_norm[:, b] / t
+        rel = res.w_norm[:, b] / (t if relative_to_tau else 1.0)
         sel = (rel >= lo) & (rel <= hi)
         if sel.sum() >= 5:
             slope = np.polyfit(res.t_over_tau[sel], np.log(rel[sel]), 1)[0]

@@ -152,7 +152,8 @@ def verify(model, report, dataset, batch_size: int = 256) -> Verification:
     worst = int(np.argmax(inv_all))
     tok = dataset.tokenizer
     det = route[:K]
-    routed_ok = float(np.trace(det[:, :K]) / det.sum()) if det.sum() else float("nan")
+    routed_ok = (float(np.trace(det[:, :K]) / det.sum()) if det.sum() and E == K + 1
+                 else float("nan"))
     junc_ok = float(route[K, E - 1] / route[K].sum()) if route[K].sum() and E == K + 1 else float("nan")
     mx = float(inv_all.max())
     return Verification(

@@ -1,0 +1,184 @@
+"""The hand-built transformers of Theorems 4.1/4.2 (moe_routing.construction): codes, hypotheses,
+the ε guarantee, routing, disentanglement, isolation and sizes, on small datasets."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from moe_routing.construction import (build_dense, build_moe, check_hypotheses, coherence,
+                                      polynomial_code, structural_nodes)
+from moe_routing.construction.separators import fit_point_detectors
+from moe_routing.construction.sizes import expert_table, parameter_counts
+from moe_routing.construction.verify import isolation, verify
+from moe_routing.knowledge import KnowledgeDataset, KnowledgeTask
+
+
+def running_example(extra=False):
+    """The paper's running example: two relations sharing the prefix '⋆1 is'."""
+    tasks = [KnowledgeTask("located", ["⋆1 is in ⋆2.", "The city ⋆1 lies in ⋆2."],
+                           {"Paris": "France", "Rome": "Italy", "Lyon": "France"}),
+             KnowledgeTask("spoken", ["⋆1 is spoken widely in ⋆2.", "The language ⋆1 is heard in ⋆2."],
+                           {"French": "France", "Italian": "Italy", "Basque": "Spain",
+                            "Paris": "Texas"})]
+    if extra:
+        tasks.append(KnowledgeTask("capital", ["The capital of ⋆1 is ⋆2."],
+                                   {"France": "Paris", "Italy": "Rome"}))
+    return KnowledgeDataset(tasks, seed=0)
+
+
+def test_polynomial_code_coherence_bound_holds():
+    for n, mu_max in [(10, 0.3), (500, 0.3), (3000, 0.2)]:
+        C, mu = polynomial_code(n, mu_max)
+        assert C.shape[0] == n and mu <= mu_max
+        assert np.allclose(np.linalg.norm(C, axis=1), 1.0)
+        assert coherence(C) <= mu + 1e-12
+        assert len({tuple(r) for r in np.round(C, 9)}) == n       # all codewords distinct
+
+
+def test_structural_nodes_of_running_example():
+    ds = running_example()
+    nodes = structural_nodes(ds)
+    tok = ds.tokenizer
+    texts = {nodes.text(u, tok): u for u in range(nodes.n_nodes)}
+    shared = texts["⋆1 is"]
+    assert nodes.tasks[shared] == (0, 1) and nodes.junction[shared]
+    assert nodes.label[texts["⋆1 is in"]] == 0                   # object slot of 'located'
+    assert nodes.label[texts["⋆1 is spoken"]] == 1
+    assert nodes.label[texts["(empty prefix)"]] == 2               # every task starts there
+
+
+def test_violation_of_object_slot_hypothesis_is_named():
+    ds = KnowledgeDataset([KnowledgeTask("a", ["⋆1 is ⋆2."], {"x": "y"}),
+                           KnowledgeTask("b", ["⋆1 is the home of ⋆2."], {"x": "z"})])
+    with pytest.raises(ValueError, match=r"(?s)H-obj.*'⋆1 is' shared by tasks \['a', 'b'\]"):
+        check_hypotheses(ds)
+    with pytest.raises(ValueError, match="H-obj"):
+        build_moe(ds, 1e-3)
+
+
+@pytest.mark.parametrize("kw, msg", [(dict(eps=0.0), "eps"), (dict(eps=1.5), "eps"),
+                                     (dict(eps=1e-3, rho=1.0), "rho"),
+                                     (dict(eps=1e-3, eta=0.5), "eta")])
+def test_bad_parameters_raise_before_work(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        build_moe(running_example(), **kw)
+
+
+def test_point_detectors_cut_off_dependent_vertices():
+    # AB + CD = AD + CB: linearly dependent, yet every point is a vertex
+    e = np.eye(4)
+    H = np.stack([e[0] + e[1], e[2] + e[3], e[0] + e[3], e[2] + e[1]]) / 2
+    W, c = fit_point_detectors(H)
+    S = H @ W.T + c                                               # S[v, u] = σ_u(h_v)
+    assert np.allclose(np.diag(S), 1.0)
+    assert (S[~np.eye(4, dtype=bool)] <= 1e-9).all()
+    with pytest.raises(ValueError, match="cannot be cut off"):
+        fit_point_detectors(np.stack([e[0], e[1], (e[0] + e[1]) / 2]))
+
+
+@pytest.mark.parametrize("eps", [1e-2, 1e-8])
+def test_running_example_guarantee_routing_disentanglement(eps):
+    ds = running_example(extra=True)
+    model, rep = build_moe(ds, eps)
+    v = verify(model, rep, ds)
+    assert v.n_prefixes == ds.trie.n_nodes
+    assert v.max_invalid < eps
+    assert v.routed_ok == 1.0 and v.junction_ok == 1.0
+    assert v.head1_dev == 0.0
+    assert v.head2_dev_before_object < 1e-6 and v.head2_dev < 2 * rep.eta
+    # the same verdicts through the model's own logits at every position
+    sp = ds.encode_split("all")
+    with torch.no_grad():
+        logits = model(sp.inputs).logits
+    valid = ds.valid_next_mask(sp.prefix_node[:, :-1])
+    lz = torch.logsumexp(logits, -1)
+    li = torch.logsumexp(logits.masked_fill(valid, -math.inf), -1)
+    inv = (li - lz).exp()[sp.loss_mask]
+    assert float(inv.max()) < eps
+    assert math.isclose(float(inv.max()), v.max_invalid, rel_tol=1e-3)
+
+
+def test_beta_formula_and_sizes():
+    ds = running_example(extra=True)
+    model, rep = build_moe(ds, 1e-4)
+    V = ds.vocab_size
+    assert math.isclose(rep.beta * (rep.v_min - rep.i_max), math.log((V - 1) / 1e-4) + math.log(2))
+    for row in expert_table(rep, ds):
+        assert row["neurons"] <= row["bound"]
+        assert row["semantic"] == row["n_pairs"]
+    assert rep.expert_sizes[:ds.n_tasks] == [r["neurons"] for r in expert_table(rep, ds)]
+    pc = parameter_counts(model, rep)
+    assert pc["active_max"] < pc["total"]
+
+
+def test_isolation_knockout_is_chance_and_leaves_others():
+    ds = running_example(extra=True)
+    model, rep = build_moe(ds, 1e-4)
+    res = isolation(model, ds, range(ds.n_tasks), split="all")
+    for r in res:
+        assert r["acc_before"] == 1.0
+        assert math.isclose(r["p_object_after"], 1.0 / ds.vocab_size, rel_tol=1e-9)
+        assert r["logit_spread_after"] == 0.0
+        assert r["other_acc_change"] == 0.0 and r["other_p_change"] == 0.0
+
+
+def test_dense_variant_guarantee():
+    ds = running_example(extra=True)
+    model, rep = build_dense(ds, 1e-4)
+    assert model.config.n_experts == 1
+    v = verify(model, rep, ds)
+    assert v.max_invalid < 1e-4
+    assert sum(rep.syntactic_neurons) + sum(rep.semantic_neurons) + rep.junction_neurons \
+        == rep.expert_sizes[0]
+
+
+# ---- random small datasets -------------------------------------------------------------
+
+WORDS = ["is", "the", "of", "in", "a", "capital", "river", "code", "home", "lies", "near"]
+
+
+@st.composite
+def small_datasets(draw):
+    n_tasks = draw(st.integers(1, 3))
+    ents = [f"E{i}" for i in range(12)]
+    tasks = []
+    for k in range(n_tasks):
+        n_tpl = draw(st.integers(1, 3))
+        tpls = set()
+        for _ in range(n_tpl):
+            a = draw(st.lists(st.sampled_from(WORDS), max_size=2))
+            b = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3))
+            c = draw(st.lists(st.sampled_from(WORDS + ["."]), max_size=2))
+            tpls.add(" ".join(a + ["⋆1"] + b + ["⋆2"] + c))
+        keys = draw(st.lists(st.sampled_from(ents), min_size=1, max_size=5, unique=True))
+        vals = draw(st.lists(st.sampled_from(ents), min_size=len(keys), max_size=len(keys)))
+        tasks.append(KnowledgeTask(f"t{k}", sorted(tpls), dict(zip(keys, vals))))
+    return KnowledgeDataset(tasks, seed=0)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(ds=small_datasets(), eps=st.sampled_from([1e-2, 1e-4, 1e-8]))
+def test_random_datasets_guarantee_or_named_violation(ds, eps):
+    nodes = structural_nodes(ds)
+    shared_obj = [u for u in range(nodes.n_nodes)
+                  if len(nodes.tasks[u]) > 1 and nodes.object_slot_tasks(u)]
+    if shared_obj:
+        with pytest.raises(ValueError, match="H-obj"):
+            build_moe(ds, eps)
+        return
+    try:
+        model, rep = build_moe(ds, eps)
+    except ValueError as err:       # outside (H-code)/(H-route): the error names the prefixes
+        assert "H-route" in str(err) or "H-code" in str(err)
+        assert "⋆" in str(err)
+        return
+    v = verify(model, rep, ds)
+    assert v.max_invalid < eps
+    assert v.routed_ok == 1.0
+    if nodes.junction.any():
+        assert v.junction_ok == 1.0

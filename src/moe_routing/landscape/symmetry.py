@@ -186,24 +186,26 @@ def soft_risk(X, Y, theta1, theta2, w, tau):
     return (r * r).mean(0)
 
 
-def population_gradients(X, Y, theta1, theta2, w, tau):
+def population_gradients(X, Y, theta1, theta2, w, tau, Xt=None):
     """Closed-form gradients of :func:`soft_risk` for B trajectories at once (no autograd).
 
-    One evaluation costs three ``(n,d)×(d,B)`` and three ``(B,n)×(n,d)`` products, so B
-    trajectories (e.g. several temperatures) share every sweep over the sample. The tensors are
-    small: run it with one intra-op thread (``torch.set_num_threads(1)``) — with two threads on
-    shared cores the synchronisation costs far more than it gains.
-    Returns ``(g_theta1, g_theta2, g_w)``, each (B, d).
+    Works in a trajectory-major layout, ``(B, n)``: each trajectory's row is contiguous, which is
+    ~1.5× faster than ``(n, B)`` for these memory-bound element-wise passes. ``Xt`` is
+    ``X.T.contiguous()`` (pass it to avoid one copy per call). The tensors are small: run with
+    one intra-op thread (``torch.set_num_threads(1)``) — on shared cores two threads spend far
+    more on synchronisation than they gain. Returns ``(g_theta1, g_theta2, g_w)``, each (B, d).
     """
     n = X.shape[0]
-    F1, F2 = X @ theta1.T, X @ theta2.T                                 # (n, B)
-    P = torch.sigmoid((X @ w.T) / tau)                                  # (n, B)
+    Xt = X.T.contiguous() if Xt is None else Xt                         # (d, n)
+    tau = torch.as_tensor(tau, dtype=X.dtype)[:, None]                  # (B, 1)
+    F1, F2 = theta1 @ Xt, theta2 @ Xt                                   # (B, n)
+    P = torch.sigmoid((w @ Xt) / tau)                                   # (B, n)
     D = F1 - F2
-    r = Y[:, None] - (F2 + P * D)                                       # (n, B)
+    r = Y[None, :] - F2 - P * D                                         # (B, n)
     rP = r * P
-    g1 = (-2.0 / n) * rP.T @ X
-    g2 = (-2.0 / n) * (r - rP).T @ X
-    gw = (-2.0 / n) * (rP * (1.0 - P) * D / tau).T @ X
+    g1 = (-2.0 / n) * (rP @ X)
+    g2 = (-2.0 / n) * ((r - rP) @ X)
+    gw = (-2.0 / n) * ((rP * (1.0 - P) * D / tau) @ X)
     return g1, g2, gw
 
 
@@ -244,8 +246,10 @@ def gradient_flow(X, Y, theta1, theta2, w, tau, *, steps: int, h: float = 0.05,
     z = [theta1.clone(), theta2.clone(), w.clone()]
     mask = 1.0 if train_experts else 0.0
 
+    Xt = X.T.contiguous()
+
     def field_(s):
-        g1, g2, gw = population_gradients(X, Y, s[0], s[1], s[2], taus)
+        g1, g2, gw = population_gradients(X, Y, s[0], s[1], s[2], taus, Xt)
         return [-mask * g1, -mask * g2, -gw]
 
     wn, dn = [z[2].norm(dim=1)], [(z[0] - z[1]).norm(dim=1)]

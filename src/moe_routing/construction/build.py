@@ -292,6 +292,13 @@ def _junction_neurons(P: _Pieces):
     return out
 
 
+def beta_for(report, eps: float, V: int) -> float:
+    """β(ε) = (log((V−1)/ε) + log 2)/(v_min − i_max) for the constants of ``report``."""
+    if not 0.0 < eps < 1.0:
+        raise ValueError(f"eps={eps!r} outside the accepted range (0, 1)")
+    return _beta(eps, V, report.v_min, report.i_max)
+
+
 def _beta(eps, V, v_min, i_max):
     if not v_min - i_max > 0:
         raise ValueError(f"no logit margin: v_min={v_min:.3g} ≤ i_max={i_max:.3g} (entity code "

@@ -51,6 +51,7 @@ class Verification:
     head2_dev: float                # max |Δ head-2 output| across templates, same subject
     head2_dev_before_object: float  # the same restricted to prefixes before the object
     seconds: float
+    max_invalid_by_eps: dict        # ε -> max invalid mass of the same model with W_U rescaled to β(ε)
 
 
 def _struct_of_trie(dataset, nodes) -> np.ndarray:
@@ -79,8 +80,12 @@ def _check_unembedding(model, report):
 
 
 @torch.no_grad()
-def verify(model, report, dataset, batch_size: int = 256) -> Verification:
-    """Check every distinct prefix (see module docstring)."""
+def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verification:
+    """Check every distinct prefix (see module docstring).
+
+    ``eps_list``: also measure, in the same pass, the model whose W_U is rescaled to
+    β(ε) for each ε (the only constant of the construction that depends on ε), i.e. logits
+    multiplied by β(ε)/β."""
     t0 = time.perf_counter()
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}; accepted: an integer ≥ 1")
@@ -102,6 +107,10 @@ def verify(model, report, dataset, batch_size: int = 256) -> Verification:
     is_first = is_first.reshape(M, n)
     seqs = torch.as_tensor(dataset.seqs)
     inv_all = np.zeros(dataset.trie.n_nodes)
+    from .build import beta_for
+    ratios = {float(e): beta_for(report, float(e), dataset.vocab_size) / report.beta
+              for e in eps_list}
+    inv_eps = {e: 0.0 for e in ratios}
     route = np.zeros((K + 1, E), dtype=np.int64)
     h1b, h2b = lay.block("H1"), lay.block("H2")
     ref1 = {}
@@ -124,6 +133,11 @@ def verify(model, report, dataset, batch_size: int = 256) -> Verification:
         lz = torch.logsumexp(logits, -1)
         li = torch.logsumexp(logits.masked_fill(valid, float("-inf")), -1)
         inv_all[nd.numpy()] = (li - lz).double().exp().numpy()
+        for e, r in ratios.items():
+            lg = logits * r
+            inv_e = (torch.logsumexp(lg.masked_fill(valid, float("-inf")), -1)
+                     - torch.logsumexp(lg, -1)).double().exp()
+            inv_eps[e] = max(inv_eps[e], float(inv_e.max()) if len(inv_e) else 0.0)
         lab = nodes.label[s_of_t[nd.numpy()]]
         ex = out.expert_index[..., 0][sel].numpy()
         np.add.at(route, (lab, ex), 1)
@@ -161,7 +175,8 @@ def verify(model, report, dataset, batch_size: int = 256) -> Verification:
         argmin_prefix=tok.decode(dataset.trie.prefix(worst)) or "(empty prefix)",
         invalid=inv_all, routed_ok=routed_ok, n_task_determined=int(det.sum()),
         junction_ok=junc_ok, route_matrix=route, head1_dev=d1, head2_dev=d2,
-        head2_dev_before_object=d2b, seconds=time.perf_counter() - t0)
+        head2_dev_before_object=d2b, seconds=time.perf_counter() - t0,
+        max_invalid_by_eps=inv_eps)
 
 
 @torch.no_grad()

@@ -375,5 +375,5 @@ def results_frame(results: Sequence[dict]):
             purity_object=ro["purity"], nmi_object=ro["nmi"],
             diagonal_object=ro["diagonal_accuracy"],
             active_params=r["params"]["active"], total_params=r["params"]["total"],
-            wall_s=r["wall_s"], cached=r.get("cached", False)))
+            steps=r["steps"], wall_s=r["wall_s"], cached=r.get("cached", False)))
     return pd.DataFrame(rows)

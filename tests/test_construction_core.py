@@ -182,3 +182,24 @@ def test_random_datasets_guarantee_or_named_violation(ds, eps):
     assert v.routed_ok == 1.0
     if nodes.junction.any():
         assert v.junction_ok == 1.0
+
+
+def test_restricted_forward_equals_model_forward():
+    from moe_routing.construction.fastpath import RestrictedForward
+
+    ds = running_example(extra=True)
+    for build in (build_moe, build_dense):
+        model, rep = build(ds, 1e-4)
+        x = torch.as_tensor(ds.seqs[:, :-1])
+        with torch.no_grad():
+            ref = model(x, return_internals=True)
+        fast = RestrictedForward(model)
+        out = fast(x)
+        lg = fast.logits(out["out"].reshape(-1, out["out"].shape[-1])).view(ref.logits.shape)
+        assert torch.allclose(lg, ref.logits, atol=1e-4 * float(ref.logits.abs().max()))
+        assert torch.equal(out["expert"], ref.expert_index[..., 0])
+        with model.knocked_out([0]):
+            ref0 = model(x).logits
+            out0 = fast(x)["out"]
+        lg0 = fast.logits(out0.reshape(-1, out0.shape[-1])).view(ref0.shape)
+        assert torch.allclose(lg0, ref0, atol=1e-4 * float(ref0.abs().max()) + 1e-6)

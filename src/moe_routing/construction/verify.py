@@ -66,17 +66,44 @@ def _struct_of_trie(dataset, nodes) -> np.ndarray:
     return out
 
 
-def _logits_from_output(model, report, a2: torch.Tensor) -> torch.Tensor:
-    """(r, d) residual → (r, V) logits using only the output block of W_U."""
-    sl = report.layout.block("OUT_SYN").start
-    return a2[:, sl:] @ model.unembed.weight[:, sl:].T
+class _Unembed:
+    """Logits from the output block, exploiting that word tokens read only OUT_SYN and entity
+    tokens only OUT_KEY/OUT_VAL (checked on the weights, so the result is exact): entity
+    logits are computed only for rows whose key/value coordinates are not all zero (elsewhere
+    they are exactly 0)."""
 
+    def __init__(self, model, report, fast):
+        lay = report.layout
+        W = model.unembed.weight.detach()
+        V = W.shape[0]
+        self.syn = torch.arange(lay.n_out_syn)
+        self.ent = torch.arange(lay.n_out_syn, V)
+        osyn, okey, oval = lay.block("OUT_SYN"), lay.block("OUT_KEY"), lay.block("OUT_VAL")
+        mask_syn = torch.zeros(W.shape[1], dtype=torch.bool)
+        mask_syn[osyn] = True
+        mask_ent = torch.zeros(W.shape[1], dtype=torch.bool)
+        mask_ent[okey] = True
+        mask_ent[oval] = True
+        if model.unembed.bias is not None or bool(W[self.syn][:, ~mask_syn].any()) \
+                or bool(W[self.ent][:, ~mask_ent].any()):
+            raise ValueError("W_U does not have the construction's block structure; the "
+                             "restricted evaluation would not be exact")
+        cout = fast.cout
+        self.pos_syn = torch.nonzero(mask_syn[cout]).squeeze(1)     # positions within cout
+        self.pos_ent = torch.nonzero(mask_ent[cout]).squeeze(1)
+        self.W_syn = W[self.syn][:, cout[self.pos_syn]]
+        self.W_ent = W[self.ent][:, cout[self.pos_ent]]
+        self.V = V
 
-def _check_unembedding(model, report):
-    sl = report.layout.block("OUT_SYN").start
-    if model.unembed.bias is not None or bool((model.unembed.weight[:, :sl] != 0).any()):
-        raise ValueError("W_U reads outside the output block; the restricted evaluation would "
-                         "not be exact")
+    def __call__(self, out_rows):
+        r = out_rows.shape[0]
+        logits = torch.zeros(r, self.V)
+        logits[:, :len(self.syn)] = out_rows[:, self.pos_syn] @ self.W_syn.T
+        e = out_rows[:, self.pos_ent]
+        nz = torch.nonzero(e.abs().sum(1) > 0).squeeze(1)
+        if len(nz):
+            logits[nz, len(self.syn):] = e[nz] @ self.W_ent.T
+        return logits
 
 
 @torch.no_grad()
@@ -89,8 +116,11 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
     t0 = time.perf_counter()
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}; accepted: an integer ≥ 1")
-    _check_unembedding(model, report)
+    from .fastpath import RestrictedForward
+
     model.eval()
+    fast = RestrictedForward(model)
+    unembed = _Unembed(model, report, fast)
     nodes = report.nodes
     lay = report.layout
     K = dataset.n_tasks
@@ -114,8 +144,8 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
     route = np.zeros((K + 1, E), dtype=np.int64)
     h1b, h2b = lay.block("H1"), lay.block("H2")
     ref1 = {}
-    ref1_arr = torch.full((len(nodes.node_at), n, h1b.stop - h1b.start), float("nan"))
-    ref2 = torch.full((dataset.tokenizer.n_entity, h2b.stop - h2b.start), float("nan"))
+    ref1_arr = torch.full((len(nodes.node_at), n, len(fast.heads[0]["oc"])), float("nan"))
+    ref2 = torch.full((dataset.tokenizer.n_entity, len(fast.heads[1]["oc"])), float("nan"))
     d1 = d2 = d2b = 0.0
     e0 = int(dataset.tokenizer.entity_ids[0]) if dataset.tokenizer.n_entity else 0
     order = np.argsort(dataset.lengths, kind="stable")
@@ -123,12 +153,10 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
         rows = order[s:s + batch_size]
         T = int(dataset.lengths[rows].max()) - 1
         x = seqs[rows, :T]
-        out = model(x, return_internals=True,
-                    logits_mask=torch.zeros(x.shape, dtype=torch.bool))
-        a2 = out.resid_mid + out.moe_out                       # (b, T, d)
+        out = fast(x)
         sel = torch.as_tensor(is_first[rows, :T])
         nd = torch.as_tensor(pn[rows, :T])[sel]                # trie nodes
-        logits = _logits_from_output(model, report, a2[sel])  # (r, V)
+        logits = unembed(out["out"][sel])                      # (r, V)
         valid = dataset.valid_next_mask(nd)
         lz = torch.logsumexp(logits, -1)
         li = torch.logsumexp(logits.masked_fill(valid, float("-inf")), -1)
@@ -139,11 +167,11 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
                      - torch.logsumexp(lg, -1)).double().exp()
             inv_eps[e] = max(inv_eps[e], float(inv_e.max()) if len(inv_e) else 0.0)
         lab = nodes.label[s_of_t[nd.numpy()]]
-        ex = out.expert_index[..., 0][sel].numpy()
+        ex = out["expert"][sel].numpy()
         np.add.at(route, (lab, ex), 1)
         # disentanglement
-        h1 = out.head_outputs[:, 0, :, h1b]                    # (b, T, n_types)
-        h2 = out.head_outputs[:, 1, :, h2b]
+        h1 = out["heads"][0]                                   # (b, T, support of head 1)
+        h2 = out["heads"][1]
         g = torch.as_tensor(dataset.template[rows])
         ref = ref1_arr[g, :T]
         fresh = torch.isnan(ref[..., 0])
@@ -183,6 +211,9 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
 def object_predictions(model, dataset, split: str = "test", batch_size: int = 512):
     """At the object slot of every sentence of ``split``: (argmax == object (m,) bool,
     P(object) (m,), logits row max−min (m,), task (m,))."""
+    from .fastpath import RestrictedForward
+
+    fast = RestrictedForward(model)
     idx = dataset.split_indices(split)
     seqs = torch.as_tensor(dataset.seqs[idx])
     op = torch.as_tensor(dataset.object_pos[idx])
@@ -194,11 +225,8 @@ def object_predictions(model, dataset, split: str = "test", batch_size: int = 51
         T = int(op[r].max())
         x = seqs[r, :T]
         pos = op[r] - 1
-        mask = torch.zeros(x.shape, dtype=torch.bool)
-        mask[torch.arange(len(r)), pos] = True
-        out = model(x, logits_mask=mask)
-        # logits_mask keeps row-major order: rows are in the order of r (one position each)
-        lg = out.logits.double()
+        o = fast(x)["out"][torch.arange(len(r)), pos]          # (m, |cout|)
+        lg = fast.logits(o).double()
         tgt = seqs[r, op[r]]
         lp = torch.log_softmax(lg, -1)
         res[r.numpy(), 0] = (lg.argmax(-1) == tgt).double().numpy()

@@ -96,14 +96,40 @@ class _Unembed:
         self.V = V
 
     def __call__(self, out_rows):
+        """(r, |cout|) → (logits (r, V), rows whose entity logits are not all zero)."""
         r = out_rows.shape[0]
         logits = torch.zeros(r, self.V)
         logits[:, :len(self.syn)] = out_rows[:, self.pos_syn] @ self.W_syn.T
         e = out_rows[:, self.pos_ent]
-        nz = torch.nonzero(e.abs().sum(1) > 0).squeeze(1)
-        if len(nz):
-            logits[nz, len(self.syn):] = e[nz] @ self.W_ent.T
-        return logits
+        nz = e.abs().sum(1) > 0
+        idx = torch.nonzero(nz).squeeze(1)
+        if len(idx):
+            logits[idx, len(self.syn):] = e[idx] @ self.W_ent.T
+        return logits, nz
+
+    def invalid_mass(self, logits, nz, valid, scale: float = 1.0):
+        """P(invalid) per row in log space for logits·scale.  Rows whose entity logits are all
+        exactly 0 are summed in closed form over the entities (log of the count of invalid
+        ones), so only their word logits are exponentiated."""
+        ns = len(self.syn)
+        out = torch.empty(len(logits), dtype=torch.float64)
+        if nz.any():
+            lg = logits[nz] * scale
+            v = valid[nz]
+            out[nz] = (torch.logsumexp(lg.masked_fill(v, float("-inf")), -1)
+                       - torch.logsumexp(lg, -1)).double().exp()
+        z = ~nz
+        if z.any():
+            lg = logits[z, :ns].double() * scale
+            v = valid[z]
+            n_ent = self.V - ns
+            n_inv_ent = (n_ent - v[:, ns:].sum(1)).double()
+            lse_all = torch.logaddexp(torch.logsumexp(lg, -1),
+                                      torch.full((len(lg),), math.log(n_ent), dtype=torch.float64))
+            lse_inv = torch.logaddexp(torch.logsumexp(lg.masked_fill(v[:, :ns], float("-inf")), -1),
+                                      torch.log(n_inv_ent))
+            out[z] = (lse_inv - lse_all).exp()
+        return out
 
 
 @torch.no_grad()
@@ -156,15 +182,11 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
         out = fast(x)
         sel = torch.as_tensor(is_first[rows, :T])
         nd = torch.as_tensor(pn[rows, :T])[sel]                # trie nodes
-        logits = unembed(out["out"][sel])                      # (r, V)
+        logits, nz = unembed(out["out"][sel])                  # (r, V)
         valid = dataset.valid_next_mask(nd)
-        lz = torch.logsumexp(logits, -1)
-        li = torch.logsumexp(logits.masked_fill(valid, float("-inf")), -1)
-        inv_all[nd.numpy()] = (li - lz).double().exp().numpy()
+        inv_all[nd.numpy()] = unembed.invalid_mass(logits, nz, valid).numpy()
         for e, r in ratios.items():
-            lg = logits * r
-            inv_e = (torch.logsumexp(lg.masked_fill(valid, float("-inf")), -1)
-                     - torch.logsumexp(lg, -1)).double().exp()
+            inv_e = unembed.invalid_mass(logits, nz, valid, r)
             inv_eps[e] = max(inv_eps[e], float(inv_e.max()) if len(inv_e) else 0.0)
         lab = nodes.label[s_of_t[nd.numpy()]]
         ex = out["expert"][sel].numpy()

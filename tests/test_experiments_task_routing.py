@@ -127,3 +127,13 @@ def test_one_expert_objectives_share_one_run(tmp_path):
     assert [r["config"]["objective"] for r in out] == ["ce", "ce+lb", "ce+router"]
     assert len({r["accuracy"] for r in out}) == 1
     assert len(list((tmp_path / "task_routing").glob("*.json"))) == 1
+
+
+def test_cache_key_depends_on_the_code(monkeypatch):
+    """A result computed by other code must never be reused (content-addressed like the
+    pipeline): the key changes with the package's code fingerprint."""
+    cfg = ExperimentConfig(n_tasks=2, n_experts=3, objective="ce", **TINY)
+    before = cfg.key()
+    assert len(tr.code_fingerprint()) == 16
+    monkeypatch.setattr(tr, "code_fingerprint", lambda: "0" * 16)
+    assert cfg.key() != before

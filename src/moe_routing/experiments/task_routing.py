@@ -35,8 +35,10 @@ Task selection (ours): the ``n_tasks`` tasks are the first ``n_tasks`` of a perm
 dataset's relations drawn with ``task_seed``, so a run with 20 tasks contains the 10 of a run
 with 10 tasks (a nested grid) and a different ``task_seed`` draws other relations.
 
-Caching: a run's JSON file is named by a hash of its configuration; :func:`run_grid` skips a
-configuration whose file exists, so rerunning a chapter does not retrain.  With one expert the
+Caching: a run's JSON file is named by a hash of its configuration *and of the code that trains
+and measures it* (every module of the package, and the torch version); :func:`run_grid` skips
+a configuration whose file exists, so rerunning a chapter whose text changed does not retrain,
+while any change to the library invalidates every cached run.  With one expert the
 three objectives are the same training problem (the router's softmax is identically 1: the LB
 term is the constant α and the task-router loss is 0, both with zero gradient), so they share
 one run, recorded as such in each result (``shared_with``).
@@ -144,12 +146,29 @@ class ExperimentConfig:
         return d
 
     def key(self) -> str:
-        """Cache key: hash of :meth:`training_key` and the result format version."""
-        blob = json.dumps({"v": RESULT_VERSION, **self.training_key()}, sort_keys=True)
+        """Cache key: hash of :meth:`training_key`, the result format version and the code
+        fingerprint (a result computed by other code is never reused)."""
+        blob = json.dumps({"v": RESULT_VERSION, "code": code_fingerprint(),
+                           **self.training_key()}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def replace(self, **changes) -> "ExperimentConfig":
         return replace(self, **changes)
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """SHA-256 of every module of the ``moe_routing`` package and of the torch version."""
+    import torch
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(torch.__version__.encode())
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and f.suffix in (".py", ".yaml", ".tsv", ".json") \
+                and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------- data

@@ -25,6 +25,7 @@ def stage(name, fn):
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     torch.set_num_threads(2)
+    torch.set_flush_denormal(True)   # before any worker thread starts: see verify._flush_denormals
     from moe_routing.construction import build_moe
     from moe_routing.construction.verify import verify
     from moe_routing.knowledge import build_dataset

@@ -11,12 +11,6 @@ from moe_routing.experiments import (ExperimentConfig, grid_configs, load_result
                                      results_frame, run_experiment, run_grid)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,

@@ -20,13 +20,6 @@ CFG = TeacherStudentConfig()
 PHIS = [(0.4, 0.1), (1.3, -0.5), (math.pi / 2 + 1e-3, 0.2), (2.5, 1.0), (0.05, 0.31)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: one intra-op thread is faster, and far faster on shared cores."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def test_hard_quadrature_converged_and_matches_monte_carlo():

@@ -11,13 +11,6 @@ from moe_routing.model.losses import (IGNORE_INDEX, load_balancing_loss, next_to
                                       task_to_expert)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny tensors: one thread avoids OpenMP waits on shared cores (20x faster under load).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_cross_entropy_ignores_padding():

@@ -4,13 +4,6 @@ import torch
 from moe_routing.model import MoEConfig, MoETransformer, TrainConfig
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny tensors: one thread avoids OpenMP waits on shared cores (20x faster under load).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def base(**kw):

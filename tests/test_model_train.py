@@ -11,13 +11,6 @@ from moe_routing.model import (IGNORE_INDEX, MoEConfig, MoETransformer, TrainCon
                                valid_next_token_mass)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny tensors: one thread avoids OpenMP waits on shared cores (20x faster under load).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def lookup_data(n_tasks=4, n_keys=12, seed=0):

@@ -9,13 +9,6 @@ from moe_routing.model import MoEConfig, MoETransformer
 from moe_routing.model.dispatch import dispatch, grouped_mm_available
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny tensors: one thread avoids OpenMP waits on shared cores (20x faster under load).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def make(seed=0, dtype=torch.float64, **kw):

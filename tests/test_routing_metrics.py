@@ -10,13 +10,6 @@ from moe_routing import routing_metrics as rm
 from moe_routing.model import MoEConfig, MoETransformer
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny tensors: one thread avoids OpenMP waits on shared cores (20x faster under load).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_counts_and_conditional():

@@ -17,13 +17,6 @@ U_GENERIC = (0.6, -0.48, 0.64)          # |u| = 1
 BETA1, BETA2 = (0.7, 0.4, -0.2), (-0.5, -0.1, 0.3)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: one intra-op thread is faster, and far faster on shared cores."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def test_abs_teacher_eigenvalues_closed_form():

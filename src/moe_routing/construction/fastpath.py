@@ -60,6 +60,17 @@ class RestrictedForward:
         self.b1 = e_b1
         self.w2 = e_w2[:, :, self.cout]                             # (e, f, |cout|)
         self.b2 = e_b2[:, self.cout]
+        # per expert: the hidden units it uses, the inputs they read and the outputs they
+        # write (experts are padded to the largest one and each reads a few blocks only)
+        self.expert_support = []
+        for e in range(cfg.n_experts):
+            w1e, b1e, w2e, b2e = self.w1[e], self.b1[e], self.w2[e], self.b2[e]
+            units = torch.nonzero(((w1e != 0).any(0) | (b1e != 0)) & (w2e != 0).any(1)).squeeze(1)
+            ins = torch.nonzero((w1e[:, units] != 0).any(1)).squeeze(1)
+            outs = torch.nonzero((w2e[units] != 0).any(0) | (b2e != 0)).squeeze(1)
+            self.expert_support.append(dict(
+                ins=ins, outs=outs, w1=w1e[ins][:, units].contiguous(), b1=b1e[units],
+                w2=w2e[units][:, outs].contiguous(), b2=b2e[outs]))
         self.wr = (m.router.weight * m.router.input_mask)[:, rin]
         self.br = m.router.bias
         self.tau = m.router.temperature
@@ -80,14 +91,17 @@ class RestrictedForward:
             H["jo"] = torch.tensor([i for i, c in enumerate(H["oc"]) if int(c) in cout_pos], dtype=torch.long)
 
     @torch.no_grad()
-    def __call__(self, idx: torch.Tensor):
+    def __call__(self, idx: torch.Tensor, select: torch.Tensor | None = None):
         """idx (b, t) → dict(out (b, t, |cout|) residual A'' on the unembedding's support,
-        expert (b, t), heads: list of (b, t, |oc_h|) head outputs on their support, att)."""
+        expert (b, t), probs (b, t, E), heads: list of (b, t, |oc_h|) head outputs on their
+        support, att).
+
+        ``select`` (b, t) bool: evaluate the router and the experts only at these positions;
+        ``out``, ``expert`` and ``probs`` are then (n_selected, …) in row-major order (the
+        heads stay (b, t, …): attention needs every position anyway)."""
         m = self.m
         b, t = idx.shape
         pos = torch.arange(t)
-        mid = self.t_in[idx] + self.p_in[pos]                       # (b, t, |rin|)
-        out = self.t_out[idx] + self.p_out[pos]                     # (b, t, |cout|)
         causal = torch.ones(t, t, dtype=torch.bool).tril()
         heads, atts = [], []
         for H in self.heads:
@@ -99,26 +113,41 @@ class RestrictedForward:
             y = (att @ v) @ H["wo"]                                 # (b, t, |oc|)
             heads.append(y)
             atts.append(att)
-            if len(H["ir"]):
-                mid[..., H["ir"]] += y[..., H["jr"]]
-            if len(H["io"]):
-                out[..., H["io"]] += y[..., H["jo"]]
-        logits_r = (mid @ self.wr.T + (self.br if self.br is not None else 0.0)) / self.tau
-        probs = logits_r.softmax(-1)
-        top_p, top_i = probs.max(-1)                                 # (b, t)
+        # the residual stream at the evaluated positions only (n = b·t without ``select``)
+        if select is None:
+            select = torch.ones(b, t, dtype=torch.bool)
+            full = True
+        else:
+            full = False
+        tok_s = idx[select]                                          # (n,)
+        pos_s = pos.expand(b, t)[select]
+        flat = self.t_in[tok_s] + self.p_in[pos_s]                   # (n, |rin|)
+        out = self.t_out[tok_s] + self.p_out[pos_s]                  # (n, |cout|)
+        for H, y in zip(self.heads, heads):
+            if len(H["ir"]) or len(H["io"]):
+                ys = y[select]                                       # (n, |oc|)
+                if len(H["ir"]):
+                    flat[:, H["ir"]] += ys[:, H["jr"]]
+                if len(H["io"]):
+                    out[:, H["io"]] += ys[:, H["jo"]]
+        logits_r = (flat @ self.wr.T + (self.br if self.br is not None else 0.0)) / self.tau
+        probs = logits_r.softmax(-1)                                 # (n, E)
+        top_p, top_i = probs.max(-1)                                 # (n,)
         cfg = m.config
         gate = top_p if cfg.gate == "switch" else torch.ones_like(top_p)
         if m.knockout_mode != "zero":
             raise ValueError("the restricted forward supports knock-out mode 'zero' only")
         gate = gate * m.expert_alive[top_i]
-        flat = mid.reshape(b * t, -1)
-        ei = top_i.reshape(-1)
-        moe = torch.zeros(b * t, len(self.cout))
-        for e in torch.unique(ei).tolist():
-            sel = torch.nonzero(ei == e).squeeze(1)
-            hdn = torch.relu(flat[sel] @ self.w1[e] + self.b1[e])
-            moe[sel] = hdn @ self.w2[e] + self.b2[e]
-        out = out + (gate.reshape(-1, 1) * moe).view(b, t, -1)
+        for e in torch.unique(top_i).tolist():
+            sel = torch.nonzero(top_i == e).squeeze(1)
+            S = self.expert_support[e]
+            if not len(S["outs"]):
+                continue
+            hdn = torch.relu(flat[sel][:, S["ins"]] @ S["w1"] + S["b1"])
+            y = (hdn @ S["w2"] + S["b2"]) * gate[sel, None]
+            out[sel[:, None], S["outs"][None, :]] += y
+        if full:
+            out, top_i, probs = out.view(b, t, -1), top_i.view(b, t), probs.view(b, t, -1)
         return dict(out=out, expert=top_i, heads=heads, att=atts, probs=probs)
 
     def logits(self, out_rows: torch.Tensor) -> torch.Tensor:

@@ -70,65 +70,95 @@ class _Unembed:
     """Logits from the output block, exploiting that word tokens read only OUT_SYN and entity
     tokens only OUT_KEY/OUT_VAL (checked on the weights, so the result is exact): entity
     logits are computed only for rows whose key/value coordinates are not all zero (elsewhere
-    they are exactly 0)."""
+    they are exactly 0).  V(w) is used in its sparse form (the trie's CSR lists): a dense
+    (rows × V) boolean mask per batch cost more than the logits themselves."""
 
-    def __init__(self, model, report, fast):
+    def __init__(self, model, report, fast, dataset):
         lay = report.layout
         W = model.unembed.weight.detach()
         V = W.shape[0]
-        self.syn = torch.arange(lay.n_out_syn)
-        self.ent = torch.arange(lay.n_out_syn, V)
+        self.ns = ns = lay.n_out_syn
         osyn, okey, oval = lay.block("OUT_SYN"), lay.block("OUT_KEY"), lay.block("OUT_VAL")
         mask_syn = torch.zeros(W.shape[1], dtype=torch.bool)
         mask_syn[osyn] = True
         mask_ent = torch.zeros(W.shape[1], dtype=torch.bool)
         mask_ent[okey] = True
         mask_ent[oval] = True
-        if model.unembed.bias is not None or bool(W[self.syn][:, ~mask_syn].any()) \
-                or bool(W[self.ent][:, ~mask_ent].any()):
+        if model.unembed.bias is not None or bool(W[:ns][:, ~mask_syn].any()) \
+                or bool(W[ns:][:, ~mask_ent].any()):
             raise ValueError("W_U does not have the construction's block structure; the "
                              "restricted evaluation would not be exact")
         cout = fast.cout
         self.pos_syn = torch.nonzero(mask_syn[cout]).squeeze(1)     # positions within cout
         self.pos_ent = torch.nonzero(mask_ent[cout]).squeeze(1)
-        self.W_syn = W[self.syn][:, cout[self.pos_syn]]
-        self.W_ent = W[self.ent][:, cout[self.pos_ent]]
+        self.W_syn = W[:ns][:, cout[self.pos_syn]].T.contiguous()   # (|syn cols|, ns)
+        self.W_ent = W[ns:][:, cout[self.pos_ent]].T.contiguous()   # (|ent cols|, V − ns)
         self.V = V
+        trie = dataset.trie
+        self.indptr = torch.from_numpy(trie.next_indptr)
+        self.ids = torch.from_numpy(trie.next_ids)
+        owner = np.repeat(np.arange(trie.n_nodes), np.diff(trie.next_indptr))
+        self.n_valid_ent = torch.from_numpy(
+            np.bincount(owner[trie.next_ids >= ns], minlength=trie.n_nodes))
 
-    def __call__(self, out_rows):
-        """(r, |cout|) → (logits (r, V), rows whose entity logits are not all zero)."""
-        r = out_rows.shape[0]
-        logits = torch.zeros(r, self.V)
-        logits[:, :len(self.syn)] = out_rows[:, self.pos_syn] @ self.W_syn.T
+    def logits(self, out_rows):
+        """(r, |cout|) → (word logits (r, ns), entity logits (r_nz, V − ns) of the rows ``nz``
+        (r,) bool whose entity logits are not all exactly zero)."""
+        syn = out_rows[:, self.pos_syn] @ self.W_syn
         e = out_rows[:, self.pos_ent]
-        nz = e.abs().sum(1) > 0
-        idx = torch.nonzero(nz).squeeze(1)
-        if len(idx):
-            logits[idx, len(self.syn):] = e[idx] @ self.W_ent.T
-        return logits, nz
+        nz = (e != 0).any(1)
+        return syn, e[nz] @ self.W_ent, nz
 
-    def invalid_mass(self, logits, nz, valid, scale: float = 1.0):
-        """P(invalid) per row in log space for logits·scale.  Rows whose entity logits are all
-        exactly 0 are summed in closed form over the entities (log of the count of invalid
-        ones), so only their word logits are exponentiated."""
-        ns = len(self.syn)
-        out = torch.empty(len(logits), dtype=torch.float64)
+    def valid_entries(self, nodes):
+        """Sparse V(w) of a batch of nodes (r,): (row (n,), token id (n,))."""
+        start, stop = self.indptr[nodes], self.indptr[nodes + 1]
+        cnt = stop - start
+        row = torch.repeat_interleave(torch.arange(len(nodes)), cnt)
+        offs = torch.arange(int(cnt.sum())) - torch.repeat_interleave(torch.cumsum(cnt, 0) - cnt, cnt)
+        return row, self.ids[torch.repeat_interleave(start, cnt) + offs]
+
+    def invalid_mass(self, syn, ent, nz, nodes, entries, scale: float = 1.0):
+        """P(x ∉ V(w) | w) per row, in log space, for the logits multiplied by ``scale``.
+
+        Rows with entity logits: ``logsumexp`` over the invalid tokens (valid ones set to −∞)
+        against ``logaddexp`` of it and the valid tokens' ``logsumexp`` -- one pass over V.
+        Rows whose entity logits are all exactly 0: the entities are summed in closed form
+        (log of the count of invalid ones), so only the word logits are exponentiated."""
+        ns = self.ns
+        row, col = entries
+        r = len(nodes)
+        out = torch.empty(r, dtype=torch.float64)
+        is_syn = col < ns
         if nz.any():
-            lg = logits[nz] * scale
-            v = valid[nz]
-            out[nz] = (torch.logsumexp(lg.masked_fill(v, float("-inf")), -1)
-                       - torch.logsumexp(lg, -1)).double().exp()
+            where = torch.full((r,), -1, dtype=torch.long)
+            idx = torch.nonzero(nz).squeeze(1)
+            where[idx] = torch.arange(len(idx))
+            full = torch.cat([syn[idx], ent], 1) * scale                # (r_nz, V)
+            take = nz[row]
+            vr, vc = where[row[take]], col[take]
+            lv = full[vr, vc]                                          # valid logits
+            full[vr, vc] = float("-inf")
+            lse_inv = torch.logsumexp(full, -1).double()
+            mx = torch.full((len(idx),), float("-inf")).scatter_reduce(0, vr, lv, "amax")
+            sm = torch.zeros(len(idx), dtype=torch.float64).index_add_(
+                0, vr, (lv - mx[vr]).double().exp())
+            lse_val = mx.double() + sm.log()
+            out[idx] = (lse_inv - torch.logaddexp(lse_inv, lse_val)).exp()
         z = ~nz
         if z.any():
-            lg = logits[z, :ns].double() * scale
-            v = valid[z]
+            idx = torch.nonzero(z).squeeze(1)
+            lg = syn[idx].double() * scale                             # (r_z, ns)
+            where = torch.full((r,), -1, dtype=torch.long)
+            where[idx] = torch.arange(len(idx))
+            take = z[row] & is_syn
+            masked = lg.clone()
+            masked[where[row[take]], col[take]] = float("-inf")
             n_ent = self.V - ns
-            n_inv_ent = (n_ent - v[:, ns:].sum(1)).double()
+            n_inv_ent = (n_ent - self.n_valid_ent[nodes[idx]]).double()
             lse_all = torch.logaddexp(torch.logsumexp(lg, -1),
-                                      torch.full((len(lg),), math.log(n_ent), dtype=torch.float64))
-            lse_inv = torch.logaddexp(torch.logsumexp(lg.masked_fill(v[:, :ns], float("-inf")), -1),
-                                      torch.log(n_inv_ent))
-            out[z] = (lse_inv - lse_all).exp()
+                                      torch.full((len(idx),), math.log(n_ent), dtype=torch.float64))
+            lse_inv = torch.logaddexp(torch.logsumexp(masked, -1), torch.log(n_inv_ent))
+            out[idx] = (lse_inv - lse_all).exp()
         return out
 
 
@@ -164,7 +194,7 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
 
     model.eval()
     fast = RestrictedForward(model)
-    unembed = _Unembed(model, report, fast)
+    unembed = _Unembed(model, report, fast, dataset)
     nodes = report.nodes
     lay = report.layout
     K = dataset.n_tasks
@@ -197,17 +227,18 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
         rows = order[s:s + batch_size]
         T = int(dataset.lengths[rows].max()) - 1
         x = seqs[rows, :T]
-        out = fast(x)
         sel = torch.as_tensor(is_first[rows, :T])
+        out = fast(x, select=sel)                              # only first occurrences
         nd = torch.as_tensor(pn[rows, :T])[sel]                # trie nodes
-        logits, nz = unembed(out["out"][sel])                  # (r, V)
-        valid = dataset.valid_next_mask(nd)
-        inv_all[nd.numpy()] = unembed.invalid_mass(logits, nz, valid).numpy()
+        syn, ent, nz = unembed.logits(out["out"])
+        entries = unembed.valid_entries(nd)
+        inv_all[nd.numpy()] = unembed.invalid_mass(syn, ent, nz, nd, entries).numpy()
         for e, r in ratios.items():
-            inv_e = unembed.invalid_mass(logits, nz, valid, r)
+            inv_e = (inv_all[nd.numpy()] if r == 1.0     # the model as built: measured above
+                     else unembed.invalid_mass(syn, ent, nz, nd, entries, r).numpy())
             inv_eps[e] = max(inv_eps[e], float(inv_e.max()) if len(inv_e) else 0.0)
         lab = nodes.label[s_of_t[nd.numpy()]]
-        ex = out["expert"][sel].numpy()
+        ex = out["expert"].numpy()
         np.add.at(route, (lab, ex), 1)
         # disentanglement
         h1 = out["heads"][0]                                   # (b, T, support of head 1)
@@ -266,7 +297,9 @@ def object_predictions(model, dataset, split: str = "test", batch_size: int = 51
         T = int(op[r].max())
         x = seqs[r, :T]
         pos = op[r] - 1
-        o = fast(x)["out"][torch.arange(len(r)), pos]          # (m, |cout|)
+        sel = torch.zeros(x.shape, dtype=torch.bool)
+        sel[torch.arange(len(r)), pos] = True                  # one position per row
+        o = fast(x, select=sel)["out"]                         # (m, |cout|)
         lg = fast.logits(o).double()
         tgt = seqs[r, op[r]]
         lp = torch.log_softmax(lg, -1)

@@ -1,0 +1,238 @@
+"""Critical points of the profiled soft objective ``L̄_τ`` of the K-region teacher–student model.
+
+The same two-phase idea as :mod:`.critical_points` (K = 2), in the D-dimensional chart of
+:mod:`.multi_region`:
+
+1. **normalised descent** on ``L̄_τ`` from many random routers, with geometrically decaying
+   steps: it finds the minima. Along each path the gradient norm is recorded; a path that
+   passes near a saddle slows down there, so the interior local minima of ``|∇L̄_τ|`` along the
+   path are kept as *saddle candidates* (ours: a cheap substitute for minimising ``|∇L̄|²``,
+   which needs a Hessian-vector product per step);
+2. **Newton refinement** ``z = −H⁺g`` (pseudo-inverse, capped steps, in local coordinates) of
+   the descent end points, the saddle candidates and the critical points found at the previous
+   temperature (continuation in τ, which is how saddles are followed as τ falls). Newton
+   converges to critical points of every index. A point counts as critical when
+   ``|∇L̄_τ| < tol``.
+
+Routers that (nearly) switch an expert off (a cell whose mean gate is below ``min_cell_mass``)
+are dropped: a K-expert student with an empty cell is a (K−1)-expert student, outside the
+compact router set of the theorem (ours; the number dropped is reported). Points are deduplicated
+modulo relabelling and classified by the eigenvalues of the D×D Hessian.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .multi_region import (ProfiledObjective, _check_tau, chart_distance, describe_partition,
+                           expert_error, gates, hard_refit, normalise, partition_error,
+                           random_routers)
+
+EIG_TOL = 1e-6         # |λ| below this (relative to max |λ|) counts as zero curvature
+
+
+@dataclass
+class MultiCriticalPoint:
+    tau: float
+    phi: np.ndarray            # (M,) chart point
+    value: float               # L̄_τ (noise included)
+    grad_norm: float
+    hess_eigs: np.ndarray      # (D,) ascending, profiled Hessian in local coordinates
+    teacher: bool              # partition error below the teacher radius
+    partition_error: float
+    expert_error: float
+    theta: np.ndarray          # (K, p) refitted experts
+    partition: str             # which teacher regions each student cell covers
+    hard_value: float          # L̄_0 at the same router (hard refit on the evaluation sample)
+    family: int = -1           # continuation family across temperatures
+    joint_eigs: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def lam_min(self) -> float:
+        return float(self.hess_eigs[0])
+
+    @property
+    def kind(self) -> str:
+        scale = max(1.0, float(np.abs(self.hess_eigs).max()))
+        lo = self.hess_eigs[0]
+        neg = lo < -EIG_TOL * scale
+        pos = lo > EIG_TOL * scale
+        if self.teacher:
+            return "teacher minimum" if pos else "teacher (non-minimum)"
+        if neg:
+            return "strict saddle" if self.hess_eigs[-1] > 0 else "local maximum"
+        return "spurious local minimum" if pos else "degenerate"
+
+
+def _alive(obj: ProfiledObjective, phi: np.ndarray, tau: float, min_cell_mass: float, e_max: float) -> np.ndarray:
+    m = (obj.K - 1) * obj.d
+    with torch.no_grad():
+        mass = gates(obj.X, torch.as_tensor(phi), tau, obj.K).mean(1).min(1).values.numpy()
+    return (mass >= min_cell_mass) & (np.abs(phi[:, m:]).max(1) <= e_max)
+
+
+def dedupe(phis: np.ndarray, K: int, d: int, radius: float) -> np.ndarray:
+    """Drop routers within ``radius`` (chart distance modulo relabelling) of an earlier one."""
+    kept: list[np.ndarray] = []
+    for p in np.asarray(phis, float).reshape(-1, (K - 1) * (d + 1)):
+        if all(chart_distance(p, q, K, d) > radius for q in kept):
+            kept.append(p)
+    return np.array(kept).reshape(-1, (K - 1) * (d + 1))
+
+
+def start_routers(obj: ProfiledObjective, S: int, seed: int, tau: float, min_cell_mass: float = 0.05) -> np.ndarray:
+    """S random routers (seeded) whose every cell carries mean gate ≥ ``min_cell_mass``."""
+    if int(S) != S or S < 1:
+        raise ValueError(f"number of starts must be an integer >= 1; got {S!r}")
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(100):
+        cand = random_routers(4 * S, obj.K, obj.d, rng)
+        out.extend(cand[_alive(obj, cand, tau, min_cell_mass, 3.0)])
+        if len(out) >= S:
+            return np.array(out[:S])
+    raise ValueError(f"could not draw {S} routers with every cell of mass >= {min_cell_mass}")
+
+
+def descend(obj: ProfiledObjective, starts: np.ndarray, tau: float, steps: int = 60, lr_start: float = 0.3,
+            lr_end: float = 1e-3, n_slow: int = 2):
+    """Normalised descent on ``L̄_τ``; returns ``(end points (S, M), slow points (≤ n_slow·S, M))``."""
+    phi = normalise(starts, obj.K, obj.d)
+    hist_p, hist_g = [], []
+    for lr in np.geomspace(lr_start, lr_end, int(steps)):
+        phi, T, _, g = obj.grad(phi, tau)
+        gn = np.linalg.norm(g, axis=1)
+        hist_p.append(phi)
+        hist_g.append(gn)
+        phi = obj.step(phi, T, -lr * g / np.maximum(gn, 1e-300)[:, None])
+    P, Gn = np.stack(hist_p, 1), np.stack(hist_g, 1)                   # (S, steps, M), (S, steps)
+    slow = []
+    for s in range(len(phi)):
+        g = Gn[s]
+        idx = [t for t in range(1, len(g) - 1) if g[t] < g[t - 1] and g[t] < g[t + 1] and g[t] < 0.2 * g[0]]
+        idx = sorted(idx, key=lambda t: g[t])[:n_slow]
+        slow.extend(P[s, idx])
+    return normalise(phi, obj.K, obj.d), np.array(slow).reshape(-1, phi.shape[1])
+
+
+def descend_grad_norm(obj: ProfiledObjective, starts: np.ndarray, tau: float, steps: int = 15,
+                      lr: float = 0.5, step_cap: float = 0.2) -> np.ndarray:
+    """Capped descent on ``½|∇L̄_τ|²`` (direction ``H∇L̄_τ``): attracted by minima, saddles and
+    maxima alike, it brings starts near saddles that descent on ``L̄_τ`` flows away from."""
+    phi = normalise(starts, obj.K, obj.d)
+    for _ in range(int(steps)):
+        phi, T, _, dvec = obj.grad_norm_direction(phi, tau)
+        nrm = np.linalg.norm(dvec, axis=1, keepdims=True)
+        phi = obj.step(phi, T, -lr * dvec / np.maximum(nrm, 1e-300) * np.minimum(nrm, step_cap))
+    return normalise(phi, obj.K, obj.d)
+
+
+def newton(obj: ProfiledObjective, cand: np.ndarray, tau: float, steps: int = 25, step_cap: float = 0.2,
+           tol: float = 1e-7, min_cell_mass: float = 0.01, e_max: float = 3.0, give_up: int = 8):
+    """Capped Newton on ``∇L̄_τ = 0`` from every candidate; returns ``(phi, converged, value,
+    gradient, Hessian)`` — the last three at the final points."""
+    phi = normalise(cand, obj.K, obj.d)
+    n = len(phi)
+    D = obj.D
+    val, gr, He = np.full(n, np.nan), np.full((n, D), np.nan), np.full((n, D, D), np.nan)
+    alive = _alive(obj, phi, tau, min_cell_mass, e_max)
+    done = np.zeros(n, dtype=bool)
+    for it in range(int(steps) + 1):
+        act = np.flatnonzero(alive & ~done)
+        if act.size == 0:
+            break
+        p, T, v, g, H = obj.grad_hess(phi[act], tau)
+        phi[act], val[act], gr[act], He[act] = p, v, g, H
+        gn = np.linalg.norm(g, axis=1)
+        done[act] = gn < tol
+        if it >= give_up:                      # Newton converges fast or not at all
+            alive[act[gn > 1e-3]] = False
+        if it == steps:
+            break
+        mv = ~(gn < tol)
+        if not mv.any():
+            continue
+        z = -np.stack([np.linalg.lstsq(H[i], g[i], rcond=1e-10)[0] for i in np.flatnonzero(mv)])
+        zn = np.linalg.norm(z, axis=1, keepdims=True)
+        z = z * np.minimum(1.0, step_cap / np.maximum(zn, 1e-300))
+        moved = act[mv]
+        phi[moved] = obj.step(p[mv], T[mv], z)
+        alive[moved] = _alive(obj, phi[moved], tau, min_cell_mass, e_max)
+    return phi, done & alive, val, gr, He
+
+
+def _assign_families(found, prev, K: int, d: int, start: int, radius: float = 0.3) -> None:
+    """Continuation: match each new point to a distinct point of the previous temperature
+    (nearest pairs first, within ``radius``); unmatched points start new families."""
+    pairs = sorted((chart_distance(c.phi, q.phi, K, d), i, j)
+                   for i, c in enumerate(found) for j, q in enumerate(prev))
+    used_new, used_old = set(), set()
+    for dist, i, j in pairs:
+        if dist < radius and i not in used_new and j not in used_old:
+            found[i].family = prev[j].family
+            used_new.add(i)
+            used_old.add(j)
+    nxt = start
+    for i, c in enumerate(found):
+        if i not in used_new:
+            c.family, nxt = nxt, nxt + 1
+
+
+def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: torch.Tensor, *,
+                    descent_steps: int = 60, grad_norm_steps: int = 15, newton_steps: int = 25, tol: float = 1e-7,
+                    teacher_radius: float = 0.1, merge: float = 1e-3, joint: bool = False,
+                    candidate_radius: float = 0.03, continuation_substeps: int = 2):
+    """Critical points of ``L̄_τ`` for each τ (in the given order, usually decreasing).
+
+    Returns ``(points, stats)``; ``stats[τ]`` counts candidates, converged and dropped points.
+    ``eval_X``: an independent sample on which partition errors and ``L̄_0`` are measured.
+    ``teacher_radius``: a point whose partition error is below it is teacher-equivalent.
+    """
+    taus = [_check_tau(t) for t in taus]
+    if not (0 < teacher_radius < 0.5):
+        raise ValueError(f"teacher_radius must be in (0, 0.5); got {teacher_radius!r}")
+    K, d, teacher = obj.K, obj.d, obj.teacher
+    fstar_eval = teacher.fstar(eval_X)
+    prev: list[MultiCriticalPoint] = []
+    out: list[MultiCriticalPoint] = []
+    stats = {}
+    next_family = 0
+    for tau in taus:
+        ends, slow = descend(obj, starts, tau, steps=descent_steps, n_slow=1)
+        gnd = descend_grad_norm(obj, starts, tau, steps=grad_norm_steps) if grad_norm_steps else ends[:0]
+        cont = np.stack([c.phi for c in prev]) if prev else ends[:0]
+        if prev and continuation_substeps:
+            # follow the previous critical points through intermediate temperatures: a critical
+            # point moves by O(τ) as τ falls, and Newton's basin shrinks with τ as well
+            for t_mid in np.geomspace(prev[0].tau, tau, int(continuation_substeps) + 2)[1:-1]:
+                ph, okc, *_ = newton(obj, cont, float(t_mid), steps=newton_steps,
+                                     step_cap=min(0.2, max(0.02, 3 * t_mid)), tol=tol)
+                cont = ph[okc]
+        cand = np.concatenate([ends, slow, gnd, cont])
+        cand = dedupe(cand, K, d, radius=candidate_radius)
+        phi, ok, val, gr, He = newton(obj, cand, tau, steps=newton_steps, step_cap=min(0.2, max(0.02, 3 * tau)),
+                                      tol=tol)
+        found: list[MultiCriticalPoint] = []
+        for i in np.flatnonzero(ok):
+            if any(chart_distance(phi[i], c.phi, K, d) < merge for c in found):
+                continue
+            th = obj.refit(phi[i], tau)
+            pe = partition_error(phi[i], teacher, eval_X)
+            cp = MultiCriticalPoint(
+                tau=tau, phi=phi[i].copy(), value=float(val[i]), grad_norm=float(np.linalg.norm(gr[i])),
+                hess_eigs=np.linalg.eigvalsh(He[i]), teacher=pe < teacher_radius, partition_error=pe,
+                expert_error=expert_error(th, phi[i], teacher, eval_X), theta=th,
+                partition=describe_partition(phi[i], teacher, eval_X),
+                hard_value=hard_refit(phi[i], eval_X, fstar_eval, K)[1] + obj.noise_var)
+            if joint:
+                cp.joint_eigs = np.linalg.eigvalsh(obj.joint_hessian(th, phi[i], tau))
+            found.append(cp)
+        _assign_families(found, prev, K, d, start=next_family)
+        next_family = max([next_family] + [c.family + 1 for c in found])
+        stats[tau] = {"candidates": int(len(cand)), "converged": int(ok.sum()), "distinct": len(found)}
+        out.extend(found)
+        prev = found
+    return out, stats

@@ -1,0 +1,603 @@
+"""Teacher–student MoE regression with K ≥ 2 regions in R^d (paper B, Theorem 5.17).
+
+The K = 2, d = 2 model of :mod:`.teacher_student` computes every population quantity by exact
+quadrature. Beyond two regions that is no longer practical, so here population expectations are
+averages over a **fixed** scrambled-Sobol normal sample (common random numbers: every router,
+expert and temperature sees the same points, so the soft landscape is a smooth function of the
+parameters that autograd differentiates twice).
+
+The setting (ours, as a concrete instance of the paper's teacher–student model):
+
+* input ``X ~ N(0, I_d)``, features ``x̃ = (x, 1) ∈ R^{d+1}`` (affine experts);
+* teacher: K regions ``T_k = {k = argmax_j (w*_j·x + c*_j)}`` (the hard limit of a linear softmax
+  router), affine expert ``β_k`` on ``T_k``, independent noise of variance σ² (carried
+  analytically: it adds σ² to every risk and drops out of every gradient);
+* student: K affine experts ``θ_k`` and a linear softmax router ``π_τ(x) = softmax(a(x)/τ)``,
+  ``a_k(x) = w_k·x + b_k``; soft objective ``L_τ(θ, φ) = E[(Y − Σ_k π_k θ_k·x̃)²]``;
+* profiled objective ``L̄_τ(φ) = min_θ L_τ(θ, φ)``: least squares on the features
+  ``z = (π_1 x̃, …, π_K x̃)`` (closed form).
+
+**The router chart (ours).** The logits have two invariances that would make the landscape
+degenerate: a common shift ``a_k → a_k + h(x)`` of all logits (softmax is unchanged) and, for
+the hard router only, a common positive scale (``s·a`` at temperature ``τ`` is ``a`` at ``τ/s``,
+so with a free scale τ would mean nothing). The chart removes both:
+
+* the logits are centred, ``Σ_k w_k = 0`` and ``Σ_k b_k = 0``, written ``W = H V``, ``b = H e``
+  with ``H`` the K×(K−1) Helmert basis of the centred vectors;
+* the scale is fixed by ``‖W‖_F² = Σ_k |w_k|² = (K − 1)/2``, which is the same as
+  ``mean_{j<k} |w_j − w_k|² = 1``: the logit *differences* (which alone decide the routing) have
+  unit root-mean-square gradient, so τ is the boundary-layer width in input units on average
+  over the interfaces (an interface with ``|w_j − w_k| = r`` has width ``τ/r``).
+
+For K = 2 the chart is exactly the ``|∇g| = 1`` chart of :mod:`.teacher_student`:
+``a_1 − a_2 = n(α)·x − b`` with ``V = n(α)/√2``, ``e = −b/√2``. A router is the point
+``φ = (vec V, e) ∈ R^{(K−1)d} × R^{K−1}`` with ``|vec V| = √((K−1)/2)``, a manifold of dimension
+``D = (K−1)(d+1) − 1``. Derivatives are taken in local coordinates ``z ∈ R^D`` around a point
+(a tangent basis of the sphere for ``V``, plus ``e``), through the second-order retraction
+``V(z) = r (V_0 + T z_V)/|V_0 + T z_V|``: at ``z = 0`` its gradient and Hessian are the
+Riemannian gradient and Hessian of ``L̄_τ`` on the chart (for the Euclidean metric of ``φ``).
+
+A permutation of the student's labels maps φ to another point with the same partition; the
+teacher-equivalent set is the K! relabellings of the teacher's own (normalised) scores.
+
+Shapes: ``n`` sample points, ``S`` routers evaluated at once, ``K`` experts, ``d`` input
+dimension, ``p = d + 1`` features, ``M = (K−1)(d+1)`` ambient chart coordinates, ``D = M − 1``
+local coordinates.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment, linprog
+from scipy.stats import norm, qmc
+
+RIDGE = 1e-10          # ours: added to the refit's Gram matrix so that a (nearly) empty cell
+                       # gives a finite expert instead of a singular solve; shifts L̄ by < 1e-9
+_BOX = 6.0             # interfaces are looked for inside |x|_∞ ≤ 6 (Gaussian mass outside < 1e-8·d)
+_MASS_CHECK_N = 2 ** 14
+
+
+def _check_tau(tau) -> float:
+    t = float(tau)
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"temperature tau must be finite and > 0 (accepted range: (0, inf)); got {tau!r}")
+    return t
+
+
+def sobol_normal(n: int, d: int, seed: int, dtype=torch.float64) -> torch.Tensor:
+    """``2^m ≥ n`` scrambled-Sobol points mapped to N(0, I_d): (2^m, d)."""
+    if int(n) != n or n < 16:
+        raise ValueError(f"sample size n must be an integer >= 16; got {n!r}")
+    if int(d) != d or d < 1:
+        raise ValueError(f"dimension d must be an integer >= 1; got {d!r}")
+    m = int(math.ceil(math.log2(n)))
+    U = qmc.Sobol(d=int(d), scramble=True, seed=int(seed)).random_base2(m)
+    U = np.clip(U, 1e-15, 1 - 1e-15)
+    return torch.tensor(norm.ppf(U), dtype=dtype)
+
+
+def features(X: torch.Tensor) -> torch.Tensor:
+    """``x̃ = (x, 1)``: (n, d) → (n, d+1)."""
+    return torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+
+
+@lru_cache(maxsize=16)
+def helmert(K: int) -> np.ndarray:
+    """Orthonormal basis of ``{v ∈ R^K: Σ v = 0}``, (K, K−1); column j ∝ (1, …, 1, −j, 0, …)."""
+    H = np.zeros((K, K - 1))
+    for j in range(1, K):
+        H[:j, j - 1] = 1.0
+        H[j, j - 1] = -float(j)
+        H[:, j - 1] /= math.sqrt(j * (j + 1))
+    return H
+
+
+def chart_radius(K: int) -> float:
+    """``‖W‖_F = √((K−1)/2)``, i.e. unit RMS of the pairwise gradients ``|w_j − w_k|``."""
+    return math.sqrt((K - 1) / 2)
+
+
+# --------------------------------------------------------------------------------------------
+# The teacher
+# --------------------------------------------------------------------------------------------
+
+def adjacent_pairs(W: np.ndarray, c: np.ndarray, box: float = _BOX) -> list[tuple[int, int]]:
+    """Pairs ``(j, k)`` whose argmax regions share an interface piece of positive (d−1)-volume
+    inside ``|x|_∞ ≤ box``: the linear programme ``max t`` s.t. ``a_j(x) = a_k(x)``,
+    ``a_j(x) − a_l(x) ≥ t`` (l ≠ j, k) has ``t > 0``."""
+    K, d = W.shape
+    out = []
+    for j, k in itertools.combinations(range(K), 2):
+        others = [l for l in range(K) if l not in (j, k)]
+        cost = np.zeros(d + 1)
+        cost[-1] = -1.0                                                 # maximise t
+        A_eq = np.concatenate([W[j] - W[k], [0.0]])[None]
+        b_eq = [c[k] - c[j]]
+        if others:
+            A_ub = np.stack([np.concatenate([-(W[j] - W[l]), [1.0]]) for l in others])
+            b_ub = np.array([c[j] - c[l] for l in others])
+        else:
+            A_ub, b_ub = None, None
+        res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq,
+                      bounds=[(-box, box)] * d + [(None, 1.0)], method="highs")
+        if res.status == 0 and -res.fun > 1e-9:
+            out.append((j, k))
+    return out
+
+
+@dataclass(frozen=True)
+class MultiRegionTeacher:
+    """Teacher with K regions ``argmax_k (w*_k·x + c*_k)`` of R^d and affine experts ``β_k``
+    (rows ``(weights (d), intercept)``), noise std σ.
+
+    Validation (ValueError): K ≥ 2, d ≥ 2, finite entries, σ ≥ 0; every region must carry
+    probability mass ≥ ``min_mass`` under N(0, I_d) (estimated on 2^14 scrambled-Sobol points:
+    a nearly empty region is a partition nobody can recover from data); experts in adjacent
+    regions must differ (otherwise the two regions are one, and the partition is not
+    identifiable).
+    """
+
+    scores_w: tuple          # (K, d)
+    scores_b: tuple          # (K,)
+    experts: tuple           # (K, d+1)
+    noise_std: float = 0.1
+    min_mass: float = 0.02
+
+    def __post_init__(self):
+        W = np.asarray(self.scores_w, dtype=float)
+        c = np.asarray(self.scores_b, dtype=float)
+        B = np.asarray(self.experts, dtype=float)
+        if W.ndim != 2:
+            raise ValueError(f"scores_w must be a (K, d) array; got shape {W.shape}")
+        K, d = W.shape
+        if K < 2:
+            raise ValueError(f"need K >= 2 regions (accepted range: K >= 2); got K = {K}")
+        if d < 2:
+            raise ValueError(f"need input dimension d >= 2 (accepted range: d >= 2); got d = {d}")
+        if c.shape != (K,):
+            raise ValueError(f"scores_b must have shape ({K},); got {c.shape}")
+        if B.shape != (K, d + 1):
+            raise ValueError(f"experts must have shape (K, d+1) = ({K}, {d + 1}); got {B.shape}")
+        if not (np.all(np.isfinite(W)) and np.all(np.isfinite(c)) and np.all(np.isfinite(B))):
+            raise ValueError("teacher scores and experts must be finite")
+        if not (math.isfinite(self.noise_std) and self.noise_std >= 0):
+            raise ValueError(f"noise_std must be finite and >= 0 (accepted range: [0, inf)); got {self.noise_std!r}")
+        if not (0 < self.min_mass <= 1.0 / K):
+            raise ValueError(f"min_mass must be in (0, 1/K] = (0, {1.0 / K:.3g}]; got {self.min_mass!r}")
+        Wc = W - W.mean(0)
+        if np.linalg.norm(Wc) < 1e-12:
+            raise ValueError("teacher scores_w are all equal: the argmax partition has a single region")
+        mass = self.region_masses(_MASS_CHECK_N)
+        if mass.min() < self.min_mass:
+            k = int(mass.argmin())
+            raise ValueError(f"teacher region {k} carries probability mass {mass[k]:.4f} < min_mass = "
+                             f"{self.min_mass} (every region must carry non-negligible mass)")
+        for j, k in adjacent_pairs(W, c):
+            if np.allclose(B[j], B[k], rtol=0, atol=1e-9):
+                raise ValueError(f"degenerate teacher: adjacent regions {j} and {k} have the same expert "
+                                 f"{B[j].tolist()} (the partition is not identifiable)")
+
+    # -- arrays ---------------------------------------------------------------------------------
+    @property
+    def W(self) -> np.ndarray:
+        return np.asarray(self.scores_w, dtype=float)                   # (K, d)
+
+    @property
+    def c(self) -> np.ndarray:
+        return np.asarray(self.scores_b, dtype=float)                   # (K,)
+
+    @property
+    def beta(self) -> np.ndarray:
+        return np.asarray(self.experts, dtype=float)                    # (K, d+1)
+
+    @property
+    def K(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.W.shape[1]
+
+    def region(self, X: torch.Tensor) -> torch.Tensor:
+        """Teacher region index of each input: (n, d) → (n,) long."""
+        A = X @ torch.tensor(self.W.T, dtype=X.dtype) + torch.tensor(self.c, dtype=X.dtype)
+        return A.argmax(1)
+
+    def fstar(self, X: torch.Tensor) -> torch.Tensor:
+        """``f*(x) = E[Y | x] = β_{region(x)}·x̃``: (n, d) → (n,)."""
+        B = torch.tensor(self.beta, dtype=X.dtype)
+        return (features(X) * B[self.region(X)]).sum(1)
+
+    def region_masses(self, n: int = 2 ** 16, seed: int = 12345) -> np.ndarray:
+        """``P(X ∈ T_k)`` estimated on ``n`` scrambled-Sobol points: (K,)."""
+        X = sobol_normal(n, self.d, seed)
+        return np.bincount(self.region(X).numpy(), minlength=self.K) / X.shape[0]
+
+    def phi(self) -> np.ndarray:
+        """The teacher's partition as a point of the student's chart: (M,)."""
+        return phi_from_logits(self.W, self.c)
+
+    def teacher_equivalents(self) -> np.ndarray:
+        """All K! relabellings of :meth:`phi`: (K!, M)."""
+        W, c = self.W, self.c
+        return np.stack([phi_from_logits(W[list(p)], c[list(p)])
+                         for p in itertools.permutations(range(self.K))])
+
+    @classmethod
+    def from_arrays(cls, W, c, B, noise_std: float = 0.1, min_mass: float = 0.02) -> "MultiRegionTeacher":
+        tup = lambda a: tuple(map(tuple, np.asarray(a, float))) if np.ndim(a) == 2 else tuple(np.asarray(a, float))  # noqa: E731
+        return cls(tup(W), tuple(float(x) for x in np.asarray(c, float)), tup(B), float(noise_std), float(min_mass))
+
+
+def three_region_plane(noise_std: float = 0.1) -> MultiRegionTeacher:
+    """Ours: K = 3 regions of R^2 meeting at a triple junction off the origin (score directions
+    at 90°, 215° and 335°, so the three interfaces are not symmetric), with experts that jump
+    across every interface."""
+    ang = np.deg2rad([90.0, 215.0, 335.0])
+    W = np.stack([np.cos(ang), np.sin(ang)], 1)
+    c = np.array([0.15, -0.1, 0.0])
+    B = np.array([[1.0, 0.5, 0.8], [-0.8, 0.6, -0.4], [0.3, -1.0, 0.1]])
+    return MultiRegionTeacher.from_arrays(W, c, B, noise_std)
+
+
+def four_region_space(noise_std: float = 0.1) -> MultiRegionTeacher:
+    """Ours: K = 4 regions of R^3 (score directions near the vertices of a regular tetrahedron,
+    perturbed so that no two interfaces are congruent), experts that jump across every
+    interface."""
+    W = np.array([[1.0, 1.0, 1.0], [1.0, -1.0, -1.0], [-1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]]) / math.sqrt(3)
+    W = W + np.array([[0.1, 0.0, -0.05], [0.0, 0.1, 0.0], [-0.05, 0.0, 0.1], [0.0, -0.05, 0.0]])
+    c = np.array([0.1, -0.1, 0.05, 0.0])
+    B = np.array([[1.0, 0.5, -0.3, 0.8], [-0.8, 0.6, 0.4, -0.4], [0.3, -1.0, 0.5, 0.1],
+                  [-0.2, -0.4, -1.0, 0.6]])
+    return MultiRegionTeacher.from_arrays(W, c, B, noise_std)
+
+
+def from_two_region(cfg) -> MultiRegionTeacher:
+    """The K = 2 teacher of :class:`.teacher_student.TeacherStudentConfig` in this module's
+    terms: scores ``(n·x − b*)/2`` and ``−(n·x − b*)/2``."""
+    n = np.array([math.cos(cfg.teacher_angle), math.sin(cfg.teacher_angle)])
+    W = np.stack([n / 2, -n / 2])
+    c = np.array([-cfg.teacher_offset / 2, cfg.teacher_offset / 2])
+    return MultiRegionTeacher.from_arrays(W, c, cfg.beta, cfg.noise_std, min_mass=0.01)
+
+
+# --------------------------------------------------------------------------------------------
+# The chart
+# --------------------------------------------------------------------------------------------
+
+def phi_from_logits(W, b) -> np.ndarray:
+    """Project logits ``(W (K,d), b (K,))`` onto the chart (centre, fix the scale): (M,).
+
+    The same positive factor rescales W and b, so the hard partition is unchanged."""
+    W, b = np.asarray(W, float), np.asarray(b, float)
+    K = W.shape[0]
+    H = helmert(K)
+    V, e = H.T @ W, H.T @ b                                             # (K−1, d), (K−1,)
+    nv = np.linalg.norm(V)
+    if nv < 1e-12:
+        raise ValueError("router weights are all equal: no partition (cannot normalise the scale)")
+    s = chart_radius(K) / nv
+    return np.concatenate([(s * V).ravel(), s * e])
+
+
+def logits_from_phi(phi: torch.Tensor, K: int, d: int):
+    """``φ (S, M) → W (S, K, d), b (S, K)`` (centred logits of unit RMS pairwise gradient)."""
+    H = torch.tensor(helmert(K), dtype=phi.dtype)
+    m = (K - 1) * d
+    V = phi[:, :m].reshape(-1, K - 1, d)
+    W = torch.einsum("kj,sjd->skd", H, V)
+    b = phi[:, m:] @ H.T
+    return W, b
+
+
+def tangent_basis(phi: np.ndarray, K: int, d: int) -> np.ndarray:
+    """Orthonormal basis of the sphere's tangent space at ``V``: (S, m, m−1), ``m = (K−1)d``."""
+    m = (K - 1) * d
+    v = np.asarray(phi, float).reshape(-1, phi.shape[-1])[:, :m]
+    v = v / np.linalg.norm(v, axis=1, keepdims=True)
+    P = np.eye(m)[None] - v[:, :, None] * v[:, None, :]
+    _, Q = np.linalg.eigh(P)                                            # eigenvalues 0, 1, …, 1
+    return Q[:, :, 1:]
+
+
+def retract(phi0: torch.Tensor, T: torch.Tensor, z: torch.Tensor, K: int, d: int) -> torch.Tensor:
+    """``R_φ0(z)``: local coordinates z (S, D) around φ0 (S, M) → points (S, M) on the chart."""
+    m = (K - 1) * d
+    v = phi0[:, :m] + torch.einsum("smj,sj->sm", T, z[:, :m - 1])
+    v = chart_radius(K) * v / v.norm(dim=1, keepdim=True)
+    return torch.cat([v, phi0[:, m:] + z[:, m - 1:]], dim=1)
+
+
+def normalise(phi: np.ndarray, K: int, d: int) -> np.ndarray:
+    """Put (a batch of) ambient points back on the sphere ``|vec V| = r``."""
+    phi = np.array(phi, dtype=float).reshape(-1, (K - 1) * (d + 1))
+    m = (K - 1) * d
+    phi[:, :m] *= chart_radius(K) / np.linalg.norm(phi[:, :m], axis=1, keepdims=True)
+    return phi
+
+
+def chart_dim(K: int, d: int) -> int:
+    return (K - 1) * (d + 1) - 1
+
+
+@lru_cache(maxsize=16)
+def _perm_mats(K: int) -> np.ndarray:
+    """``Hᵀ Π H`` for every permutation Π of the K labels: (K!, K−1, K−1)."""
+    H = helmert(K)
+    return np.stack([H.T @ np.eye(K)[list(p)] @ H for p in itertools.permutations(range(K))])
+
+
+def relabel_all(phi: np.ndarray, K: int, d: int) -> np.ndarray:
+    """All K! relabellings of one router: (M,) → (K!, M)."""
+    phi = np.asarray(phi, float)
+    m = (K - 1) * d
+    V, e = phi[:m].reshape(K - 1, d), phi[m:]
+    A = _perm_mats(K)
+    return np.concatenate([np.einsum("pij,jd->pid", A, V).reshape(len(A), m), A @ e], axis=1)
+
+
+def chart_distance(p, q, K: int, d: int) -> float:
+    """Euclidean distance in the chart, minimised over the relabellings of q."""
+    return float(np.linalg.norm(relabel_all(q, K, d) - np.asarray(p, float)[None], axis=1).min())
+
+
+def random_routers(S: int, K: int, d: int, rng: np.random.Generator, offset_scale: float = 0.5) -> np.ndarray:
+    """S random points of the chart: Gaussian directions, centred Gaussian offsets: (S, M)."""
+    m = (K - 1) * d
+    phi = np.concatenate([rng.standard_normal((S, m)), offset_scale * rng.standard_normal((S, K - 1))], 1)
+    return normalise(phi, K, d)
+
+
+# --------------------------------------------------------------------------------------------
+# Objectives on the fixed sample
+# --------------------------------------------------------------------------------------------
+
+def gates(X: torch.Tensor, phi: torch.Tensor, tau: float, K: int) -> torch.Tensor:
+    """``π_τ = softmax(a/τ)`` for S routers: X (n,d), phi (S,M) → (S, n, K)."""
+    tau = _check_tau(tau)
+    W, b = logits_from_phi(phi, K, X.shape[1])
+    A = torch.einsum("nd,skd->snk", X, W) + b[:, None, :]
+    return torch.softmax(A / tau, dim=-1)
+
+
+def soft_risk(theta: torch.Tensor, phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tensor,
+              noise_var: float = 0.0) -> torch.Tensor:
+    """``L_τ(θ, φ)`` on the sample: theta (S,K,p), phi (S,M) → (S,). ``noise_var`` adds σ²."""
+    K = theta.shape[1]
+    P = gates(X, phi, tau, K)                                           # (S, n, K)
+    F = torch.einsum("np,skp->snk", features(X), theta)                 # (S, n, K)
+    m = (P * F).sum(-1)
+    return ((fstar[None] - m) ** 2).mean(1) + noise_var
+
+
+def _sample_moments(X: torch.Tensor, fstar: torch.Tensor):
+    """Per-point products that the refit needs, computed once per sample: the distinct entries
+    of ``x̃x̃ᵀ`` (n, p(p+1)/2) with their (row, col) indices, and ``x̃ f*`` (n, p)."""
+    Xt = features(X)
+    p = Xt.shape[1]
+    iu = torch.triu_indices(p, p)
+    return Xt[:, iu[0]] * Xt[:, iu[1]], iu, Xt * fstar[:, None]
+
+
+def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tensor, K: int,
+               ridge: float = RIDGE, moments=None):
+    """``θ_τ(φ) = argmin_θ L_τ(θ, φ)`` on the sample (least squares on ``z = (π_k x̃)_k``).
+
+    Returns ``(theta (S,K,p), profiled risk without noise (S,))``; differentiable in φ.
+
+    The Gram matrix ``E[z zᵀ]`` has blocks ``E[π_k π_l x̃x̃ᵀ]``: it is assembled from the
+    K(K+1)/2 gate products against the p(p+1)/2 distinct feature products (one small matmul),
+    never from the (S, n, K·p) design matrix — about 5× less memory traffic in the double
+    backward passes that the Hessians need.
+    """
+    P = gates(X, phi, tau, K)                                           # (S, n, K)
+    S, n, _ = P.shape
+    Q, iu, XF = moments if moments is not None else _sample_moments(X, fstar)
+    p = XF.shape[1]
+    ku = torch.triu_indices(K, K)
+    PP = P[..., ku[0]] * P[..., ku[1]]                                  # (S, n, K(K+1)/2)
+    Gu = PP.transpose(1, 2) @ Q / n                                     # (S, K(K+1)/2, p(p+1)/2)
+    G = Gu.reshape(S, -1)[:, _gram_index(K, p)].reshape(S, K * p, K * p)   # (S, K·p, K·p)
+    c = (P.transpose(1, 2) @ XF / n).reshape(S, K * p)                  # (S, K·p)
+    G = G + ridge * torch.eye(K * p, dtype=G.dtype)
+    theta = torch.linalg.solve(G, c[..., None])[..., 0]                 # (S, K·p)
+    risk = (fstar ** 2).mean() - (c * theta).sum(-1)
+    return theta.reshape(-1, K, p), risk
+
+
+@lru_cache(maxsize=32)
+def _gram_index(K: int, p: int) -> torch.Tensor:
+    """Flat index into (K(K+1)/2 gate pairs) × (p(p+1)/2 feature pairs) of every entry
+    ``((k, i), (l, j))`` of the symmetric (K·p)² Gram matrix: (K²p²,) long."""
+    def tri(K_):
+        t = torch.zeros(K_, K_, dtype=torch.long)
+        iu = torch.triu_indices(K_, K_)
+        t[iu[0], iu[1]] = torch.arange(iu.shape[1])
+        t[iu[1], iu[0]] = torch.arange(iu.shape[1])
+        return t
+    tk, tp = tri(K), tri(p)
+    npp = p * (p + 1) // 2
+    idx = tk[:, None, :, None] * npp + tp[None, :, None, :]             # (K, p, K, p)
+    return idx.reshape(-1)
+
+
+def hard_refit(phi: np.ndarray, X: torch.Tensor, fstar: torch.Tensor, K: int, ridge: float = RIDGE):
+    """Hard cells ``C_k = {k = argmax a}``, per-cell least squares; returns ``(theta (K,p),
+    L̄_0 without noise)``. On a fixed sample this is piecewise *constant* in φ (it changes only
+    when a sample point changes cell), so only its values are meaningful, not its derivatives."""
+    ph = torch.as_tensor(np.asarray(phi, float), dtype=X.dtype).reshape(1, -1)
+    W, b = logits_from_phi(ph, K, X.shape[1])
+    cell = (X @ W[0].T + b[0]).argmax(1)
+    Xt = features(X)
+    n, p = Xt.shape
+    theta = torch.zeros(K, p, dtype=X.dtype)
+    sse = torch.zeros((), dtype=X.dtype)
+    for k in range(K):
+        idx = cell == k
+        A, y = Xt[idx], fstar[idx]
+        G = A.T @ A / n + ridge * torch.eye(p, dtype=X.dtype)
+        theta[k] = torch.linalg.solve(G, A.T @ y / n)
+        sse = sse + ((y - A @ theta[k]) ** 2).sum() / n
+    return theta.numpy(), float(sse)
+
+
+class ProfiledObjective:
+    """``L̄_τ(φ)`` of one teacher on one fixed sample, with its derivatives in local coordinates.
+
+    ``X``: the sample (scrambled Sobol, ``n`` points); ``chunk``: routers per autograd pass
+    (bounds memory: one pass holds a few ``(chunk, n, K·p)`` tensors).
+    """
+
+    def __init__(self, teacher: MultiRegionTeacher, n: int, seed: int, chunk: int = 16):
+        if int(chunk) != chunk or chunk < 1:
+            raise ValueError(f"chunk must be an integer >= 1; got {chunk!r}")
+        self.teacher = teacher
+        self.K, self.d = teacher.K, teacher.d
+        self.X = sobol_normal(n, self.d, seed)
+        self.fstar = teacher.fstar(self.X)
+        self.moments = _sample_moments(self.X, self.fstar)
+        self.noise_var = teacher.noise_std ** 2
+        self.chunk = int(chunk)
+        self.D = chart_dim(self.K, self.d)
+
+    def value(self, phi, tau: float) -> np.ndarray:
+        """``L̄_τ`` (noise included) at routers (S, M) → (S,)."""
+        tau = _check_tau(tau)
+        phi = torch.as_tensor(np.asarray(phi, float)).reshape(-1, (self.K - 1) * (self.d + 1))
+        with torch.no_grad():
+            out = [soft_refit(phi[i:i + self.chunk], tau, self.X, self.fstar, self.K, moments=self.moments)[1]
+                   for i in range(0, len(phi), self.chunk)]
+        return torch.cat(out).numpy() + self.noise_var
+
+    def refit(self, phi, tau: float) -> np.ndarray:
+        """``θ_τ(φ)`` for one router: (K, p)."""
+        tau = _check_tau(tau)
+        ph = torch.as_tensor(np.asarray(phi, float)).reshape(1, -1)
+        with torch.no_grad():
+            return soft_refit(ph, tau, self.X, self.fstar, self.K, moments=self.moments)[0][0].numpy()
+
+    def _local(self, phi, tau, order: int):
+        tau = _check_tau(tau)
+        phi = normalise(phi, self.K, self.d)
+        T = tangent_basis(phi, self.K, self.d)
+        vals, grads, hess = [], [], []
+        for i in range(0, len(phi), self.chunk):
+            p0 = torch.as_tensor(phi[i:i + self.chunk])
+            T0 = torch.as_tensor(T[i:i + self.chunk])
+            z = torch.zeros(len(p0), self.D, dtype=torch.float64, requires_grad=True)
+            v = soft_refit(retract(p0, T0, z, self.K, self.d), tau, self.X, self.fstar, self.K,
+                           moments=self.moments)[1]
+            (g,) = torch.autograd.grad(v.sum(), z, create_graph=order > 1)      # (S, D)
+            vals.append(v.detach())
+            grads.append(g.detach())
+            if order > 1:
+                rows = [torch.autograd.grad(g[:, j].sum(), z, retain_graph=j < self.D - 1)[0]
+                        for j in range(self.D)]
+                H = torch.stack(rows, 1)
+                hess.append(0.5 * (H + H.transpose(1, 2)))
+        out = [torch.cat(vals).numpy() + self.noise_var, torch.cat(grads).numpy()]
+        if order > 1:
+            out.append(torch.cat(hess).numpy())
+        return (phi, T, *out)
+
+    def grad_norm_direction(self, phi, tau: float):
+        """``(phi, T, |∇L̄_τ| (S,), ∇(½|∇L̄_τ|²) = H∇L̄_τ (S, D))``: one Hessian-vector product per
+        router, the descent direction towards critical points of every index."""
+        tau = _check_tau(tau)
+        phi = normalise(phi, self.K, self.d)
+        T = tangent_basis(phi, self.K, self.d)
+        gns, dirs = [], []
+        for i in range(0, len(phi), self.chunk):
+            p0, T0 = torch.as_tensor(phi[i:i + self.chunk]), torch.as_tensor(T[i:i + self.chunk])
+            z = torch.zeros(len(p0), self.D, dtype=torch.float64, requires_grad=True)
+            v = soft_refit(retract(p0, T0, z, self.K, self.d), tau, self.X, self.fstar, self.K,
+                           moments=self.moments)[1]
+            (g,) = torch.autograd.grad(v.sum(), z, create_graph=True)
+            (hg,) = torch.autograd.grad((g * g.detach()).sum(), z)
+            gns.append(g.detach().norm(dim=1))
+            dirs.append(hg)
+        return phi, T, torch.cat(gns).numpy(), torch.cat(dirs).numpy()
+
+    def grad(self, phi, tau: float):
+        """``(phi on the chart, T, value (S,), Riemannian gradient (S, D))``."""
+        return self._local(phi, tau, 1)
+
+    def grad_hess(self, phi, tau: float):
+        """``(phi, T, value (S,), gradient (S, D), Hessian (S, D, D))`` in local coordinates."""
+        return self._local(phi, tau, 2)
+
+    def step(self, phi, T, z) -> np.ndarray:
+        """Move by local coordinates z (S, D) from phi (S, M): the retraction, numpy."""
+        with torch.no_grad():
+            return retract(torch.as_tensor(phi), torch.as_tensor(T), torch.as_tensor(z),
+                           self.K, self.d).numpy()
+
+    def joint_hessian(self, theta, phi, tau: float) -> np.ndarray:
+        """Hessian of ``L_τ(θ, φ)`` in ``(vec θ (K·p), z (D))`` at one point: (Kp+D, Kp+D)."""
+        tau = _check_tau(tau)
+        phi = normalise(phi, self.K, self.d)
+        T = torch.as_tensor(tangent_basis(phi, self.K, self.d))
+        p0 = torch.as_tensor(phi)
+        Kp = self.K * (self.d + 1)
+        x0 = torch.cat([torch.as_tensor(np.asarray(theta, float)).reshape(Kp), torch.zeros(self.D, dtype=torch.float64)])
+
+        def f(x):
+            ph = retract(p0, T, x[Kp:][None], self.K, self.d)
+            return soft_risk(x[:Kp].reshape(1, self.K, -1), ph, tau, self.X, self.fstar)[0]
+
+        H = torch.autograd.functional.hessian(f, x0)
+        return (0.5 * (H + H.T)).numpy()
+
+
+# --------------------------------------------------------------------------------------------
+# Recovery errors
+# --------------------------------------------------------------------------------------------
+
+def confusion(phi, teacher: MultiRegionTeacher, X: torch.Tensor) -> np.ndarray:
+    """``M[k, j] = P(C_k(φ) ∩ T_j)`` on the sample X (hard student cells vs teacher regions)."""
+    K = teacher.K
+    ph = torch.as_tensor(np.asarray(phi, float), dtype=X.dtype).reshape(1, -1)
+    W, b = logits_from_phi(ph, K, X.shape[1])
+    cell = (X @ W[0].T + b[0]).argmax(1).numpy()
+    reg = teacher.region(X).numpy()
+    return np.bincount(cell * K + reg, minlength=K * K).reshape(K, K) / X.shape[0]
+
+
+def best_permutation(M: np.ndarray) -> np.ndarray:
+    """``π`` with student cell k ↔ teacher region π[k], maximising the agreeing mass."""
+    rows, cols = linear_sum_assignment(-M)
+    perm = np.empty(M.shape[0], dtype=int)
+    perm[rows] = cols
+    return perm
+
+
+def partition_error(phi, teacher: MultiRegionTeacher, X: torch.Tensor) -> float:
+    """``min_π P(cell ≠ π⁻¹(region))``: mass of disagreement after the best relabelling."""
+    M = confusion(phi, teacher, X)
+    perm = best_permutation(M)
+    return float(1.0 - M[np.arange(len(perm)), perm].sum())
+
+
+def expert_error(theta, phi, teacher: MultiRegionTeacher, X: torch.Tensor) -> float:
+    """``max_k |θ_k − β_π(k)|`` for the relabelling π that best matches the partitions."""
+    perm = best_permutation(confusion(phi, teacher, X))
+    return float(np.linalg.norm(np.asarray(theta) - teacher.beta[perm], axis=1).max())
+
+
+def describe_partition(phi, teacher: MultiRegionTeacher, X: torch.Tensor, share: float = 0.15) -> str:
+    """Which teacher regions each student cell covers (those holding ≥ ``share`` of the cell's
+    mass), e.g. ``"{1}{2}{3}"`` for the teacher, ``"{1,2}{3}{3}"`` for a merge and a split;
+    cells sorted; an empty cell is ``{}``."""
+    M = confusion(phi, teacher, X)
+    parts = []
+    for k in range(teacher.K):
+        tot = M[k].sum()
+        cov = [j + 1 for j in range(teacher.K) if tot > 0 and M[k, j] >= share * tot]
+        parts.append("{" + ",".join(map(str, cov)) + "}")
+    return "".join(sorted(parts))

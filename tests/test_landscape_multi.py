@@ -1,0 +1,190 @@
+"""Landscape transfer beyond two regions (paper B, Theorem 5.17): the K-region teacher, the
+router chart, the profiled soft objective and its derivatives, the critical-point search."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from moe_routing.landscape import multi_critical as mc
+from moe_routing.landscape import multi_region as mr
+from moe_routing.landscape.teacher_student import TeacherStudentConfig
+from moe_routing.landscape.teacher_student import sobol_normal as sobol_normal_2d
+from moe_routing.landscape.teacher_student import soft_refit as soft_refit_2
+from moe_routing.landscape.teacher_student import soft_risk as soft_risk_2
+
+T3 = mr.three_region_plane()
+
+
+@pytest.fixture(scope="module")
+def obj3():
+    return mr.ProfiledObjective(T3, 2 ** 13, seed=0)
+
+
+def test_teacher_validation_errors():
+    W, c, B = T3.W, T3.c, T3.beta
+    with pytest.raises(ValueError, match="K >= 2"):
+        mr.MultiRegionTeacher.from_arrays(W[:1], c[:1], B[:1])
+    with pytest.raises(ValueError, match="d >= 2"):
+        mr.MultiRegionTeacher.from_arrays(W[:, :1], c, B[:, 1:])
+    with pytest.raises(ValueError, match="experts must have shape"):
+        mr.MultiRegionTeacher.from_arrays(W, c, B[:, :2])
+    B_bad = B.copy()
+    B_bad[1] = B_bad[0]                                                 # regions 0 and 1 are adjacent
+    with pytest.raises(ValueError, match="degenerate teacher: adjacent regions 0 and 1"):
+        mr.MultiRegionTeacher.from_arrays(W, c, B_bad)
+    c_far = c.copy()
+    c_far[2] = -4.0                                                     # region 2 nearly empty
+    with pytest.raises(ValueError, match="region 2 carries probability mass"):
+        mr.MultiRegionTeacher.from_arrays(W, c_far, B)
+    with pytest.raises(ValueError, match="noise_std"):
+        mr.MultiRegionTeacher.from_arrays(W, c, B, noise_std=-0.1)
+    with pytest.raises(ValueError, match="finite"):
+        mr.MultiRegionTeacher.from_arrays(W, np.array([0.0, np.nan, 0.0]), B)
+    with pytest.raises(ValueError, match=r"tau must be finite and > 0 .*got 0.0"):
+        mr.gates(torch.zeros(4, 2), torch.tensor(T3.phi())[None], 0.0, 3)
+    with pytest.raises(ValueError, match="tau"):
+        mr.ProfiledObjective(T3, 64, 0).value(T3.phi(), float("inf"))
+
+
+def test_non_adjacent_regions_may_share_an_expert():
+    # three parallel strips: regions 0 and 2 never touch, so they may carry the same expert
+    W = np.array([[0.0, -1.0], [0.0, 0.0], [0.0, 1.0]])
+    c = np.array([-0.5, 0.0, -0.5])
+    B = np.array([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    assert mr.adjacent_pairs(W, c) == [(0, 1), (1, 2)]
+    t = mr.MultiRegionTeacher.from_arrays(W, c, B)
+    assert t.region_masses().min() > 0.2
+
+
+def test_chart_removes_shift_and_scale():
+    rng = np.random.default_rng(0)
+    W, b = rng.standard_normal((4, 3)), rng.standard_normal(4)
+    phi = mr.phi_from_logits(W, b)
+    h, s = rng.standard_normal(3), rng.standard_normal()
+    # a common shift of every logit (same h·x + s added to all) and a positive rescaling give
+    # the same chart point: the chart has no such redundant directions
+    assert mr.phi_from_logits(W + h, b + s) == pytest.approx(phi, abs=1e-12)
+    assert mr.phi_from_logits(2.7 * W, 2.7 * b) == pytest.approx(phi, abs=1e-12)
+    # the normalisation: unit root-mean-square gradient of the pairwise logit differences
+    Wc, bc = (x[0].numpy() for x in mr.logits_from_phi(torch.tensor(phi)[None], 4, 3))
+    pair = [np.sum((Wc[j] - Wc[k]) ** 2) for j in range(4) for k in range(j + 1, 4)]
+    assert np.mean(pair) == pytest.approx(1.0, abs=1e-12)
+    assert Wc.sum(0) == pytest.approx(np.zeros(3), abs=1e-12) and abs(bc.sum()) < 1e-12
+    # the hard partition is that of the original logits (positive scaling keeps the argmax)
+    X = mr.sobol_normal(1024, 3, seed=1)
+    assert torch.equal((X @ torch.tensor(W.T) + torch.tensor(b)).argmax(1), (X @ torch.tensor(Wc.T) + torch.tensor(bc)).argmax(1))
+    # the soft gate is unchanged by a common logit shift inside the chart's parametrisation
+    X2 = X[:, :2]
+    p = torch.tensor(T3.phi())[None]
+    Wt, bt = mr.logits_from_phi(p, 3, 2)
+    A = X2 @ Wt[0].T + bt[0]
+    assert torch.allclose(torch.softmax((A + 3.1) / 0.1, 1), mr.gates(X2, p, 0.1, 3)[0], atol=1e-14)
+
+
+def test_retraction_and_tangent_basis():
+    rng = np.random.default_rng(1)
+    phi = mr.random_routers(5, 4, 3, rng)
+    T = mr.tangent_basis(phi, 4, 3)                                     # (5, 9, 8)
+    m = 9
+    assert np.einsum("smi,smj->sij", T, T) == pytest.approx(np.broadcast_to(np.eye(8), (5, 8, 8)), abs=1e-12)
+    assert np.abs(np.einsum("smi,sm->si", T, phi[:, :m])).max() < 1e-12
+    z = torch.tensor(rng.standard_normal((5, mr.chart_dim(4, 3))))
+    q = mr.retract(torch.tensor(phi), torch.tensor(T), z, 4, 3).numpy()
+    assert np.linalg.norm(q[:, :m], axis=1) == pytest.approx(np.full(5, mr.chart_radius(4)), abs=1e-12)
+    assert mr.chart_distance(phi[0], mr.relabel_all(phi[0], 4, 3)[7], 4, 3) < 1e-12
+
+
+def test_two_region_case_matches_the_two_region_code():
+    cfg = TeacherStudentConfig()
+    t2 = mr.from_two_region(cfg)
+    X = sobol_normal_2d(2 ** 12, seed=3)
+    assert torch.equal(t2.fstar(X), cfg.fstar(X))
+    rng = np.random.default_rng(2)
+    for alpha, b in ((0.4, 0.1), (2.5, -0.7)):
+        n = np.array([math.cos(alpha), math.sin(alpha)])
+        phi_new = torch.tensor(np.concatenate([n / math.sqrt(2), [-b / math.sqrt(2)]]))[None]
+        phi_old = torch.tensor([[alpha, b]], dtype=torch.float64)
+        assert mr.phi_from_logits(*(x[0].numpy() for x in mr.logits_from_phi(phi_new, 2, 2))) == pytest.approx(phi_new[0].numpy())
+        th = torch.tensor(rng.standard_normal((1, 2, 3)))
+        for tau in (0.3, 0.02):
+            assert float(mr.soft_risk(th, phi_new, tau, X, t2.fstar(X))) == pytest.approx(
+                float(soft_risk_2(th, phi_old, tau, X, cfg.fstar(X))), rel=1e-12)
+            th_new, L_new = mr.soft_refit(phi_new, tau, X, t2.fstar(X), 2)
+            th_old, L_old = soft_refit_2(phi_old, tau, X, cfg.fstar(X))
+            assert float(L_new[0]) == pytest.approx(float(L_old[0]), abs=1e-8)
+            assert th_new.numpy() == pytest.approx(th_old.numpy(), abs=1e-6)
+    # the teacher's own chart point is the K = 2 chart's (α*, b*)
+    a, b = cfg.teacher_angle, cfg.teacher_offset
+    want = np.array([math.cos(a) / math.sqrt(2), math.sin(a) / math.sqrt(2), -b / math.sqrt(2)])
+    assert t2.phi() == pytest.approx(want, abs=1e-12)
+
+
+def test_refit_is_the_minimiser_of_the_soft_risk(obj3):
+    phi = torch.tensor(mc.start_routers(obj3, 2, seed=4, tau=0.1))       # every cell populated
+    th, L = mr.soft_refit(phi, 0.1, obj3.X, obj3.fstar, 3)
+    th = th.clone().requires_grad_(True)
+    risk = mr.soft_risk(th, phi, 0.1, obj3.X, obj3.fstar)
+    assert torch.allclose(risk, L, atol=1e-8)
+    (g,) = torch.autograd.grad(risk.sum(), th)
+    assert float(g.abs().max()) < 1e-6                                  # stationary in θ
+    assert torch.all(mr.soft_risk(th.detach() + 0.01, phi, 0.1, obj3.X, obj3.fstar) > L)
+
+
+def test_autograd_derivatives_match_finite_differences(obj3):
+    tau, h = 0.1, 1e-5
+    phi = mc.start_routers(obj3, 1, seed=5, tau=0.1)
+    p, T, v, g, H = obj3.grad_hess(phi, tau)
+    D = obj3.D
+    g_fd, H_fd = np.zeros(D), np.zeros((D, D))
+    for j in range(D):
+        e = np.zeros((1, D))
+        e[0, j] = h
+        vp, vm = obj3.value(obj3.step(p, T, e), tau), obj3.value(obj3.step(p, T, -e), tau)
+        g_fd[j] = (vp - vm)[0] / (2 * h)
+        H_fd[j, j] = (vp + vm - 2 * v)[0] / h ** 2
+    assert np.linalg.norm(g[0]) > 1e-2                                  # not trivially zero
+    assert g[0] == pytest.approx(g_fd, abs=1e-7)
+    assert np.diag(H[0]) == pytest.approx(np.diag(H_fd), abs=2e-3 * max(1.0, np.abs(H[0]).max()))
+
+
+def test_refit_at_teacher_partition_recovers_teacher_experts(obj3):
+    phi = T3.phi()
+    errs = [mr.expert_error(obj3.refit(phi, tau), phi, T3, obj3.X) for tau in (0.1, 0.03, 0.01)]
+    assert errs[0] > errs[1] > errs[2]                                  # the tolerance shrinks with τ
+    assert errs[2] < 0.05
+    assert errs[0] / errs[2] > 5                                        # roughly linear in τ
+    assert mr.partition_error(phi, T3, obj3.X) == 0.0
+    # the hard refit on the teacher's own partition is exact (noise-free targets)
+    th0, L0 = mr.hard_refit(phi, obj3.X, obj3.fstar, 3)
+    assert th0 == pytest.approx(T3.beta, abs=1e-6) and L0 < 1e-10
+    # relabelling the router leaves the objective unchanged
+    vals = obj3.value(mr.relabel_all(phi, 3, 2), 0.05)
+    assert np.ptp(vals) < 1e-10
+
+
+def test_search_finds_teacher_minimum_with_positive_definite_hessian(obj3):
+    tau = 0.05
+    rng = np.random.default_rng(7)
+    starts = mr.normalise(T3.phi()[None] + 0.15 * rng.standard_normal((3, 6)), 3, 2)
+    ends, _ = mc.descend(obj3, starts, tau, steps=25)
+    phi, ok, val, g, H = mc.newton(obj3, ends, tau, steps=12, step_cap=0.15)
+    assert ok.any()
+    i = int(np.flatnonzero(ok)[np.argmin(val[ok])])
+    ev = np.linalg.eigvalsh(H[i])
+    assert ev.min() > 0.1                                               # positive definite
+    assert mr.partition_error(phi[i], T3, obj3.X) < 0.01
+    assert mr.chart_distance(phi[i], T3.phi(), 3, 2) < 0.1
+    assert val[i] < obj3.value(T3.phi(), tau)[0] + 1e-12                # at least as good as φ*
+
+
+def test_search_rejects_bad_arguments(obj3):
+    with pytest.raises(ValueError, match="number of starts"):
+        mc.start_routers(obj3, 0, seed=0, tau=0.1)
+    with pytest.raises(ValueError, match="teacher_radius"):
+        mc.critical_points(obj3, [0.1], T3.phi()[None], obj3.X, teacher_radius=0.7)
+    with pytest.raises(ValueError, match="tau"):
+        mc.critical_points(obj3, [0.1, -1.0], T3.phi()[None], obj3.X)
+    with pytest.raises(ValueError, match="sample size"):
+        mr.sobol_normal(8, 2, seed=0)

@@ -118,7 +118,7 @@ def test_beta_formula_and_sizes():
 def test_isolation_knockout_is_chance_and_leaves_others():
     ds = running_example(extra=True)
     model, rep = build_moe(ds, 1e-4)
-    res = isolation(model, ds, range(ds.n_tasks), split="all")
+    res = isolation(model, rep, ds, range(ds.n_tasks), split="all")
     for r in res:
         assert r["acc_before"] == 1.0
         assert math.isclose(r["p_object_after"], 1.0 / ds.vocab_size, rel_tol=1e-9)
@@ -134,6 +134,50 @@ def test_dense_variant_guarantee():
     assert v.max_invalid < 1e-4
     assert sum(rep.syntactic_neurons) + sum(rep.semantic_neurons) + rep.junction_neurons \
         == rep.expert_sizes[0]
+
+
+def test_dense_certificate_is_sound_and_exact():
+    """The certified evaluation of the dense layer equals the full one at every prefix, and
+    every neuron it skips really has a negative pre-activation there."""
+    from moe_routing.construction.fastpath import RestrictedForward
+    from moe_routing.construction.verify import _certificate, _struct_of_trie
+
+    ds = running_example(extra=True)
+    model, rep = build_dense(ds, 1e-4)
+    a = verify(model, rep, ds, batch_size=1)          # one sentence per batch: few candidates
+    b = verify(model, rep, ds, certify=False)
+    assert a.certificate is not None and b.certificate is None
+    # same function; batch composition changes float32 summation order only (rel. ≲ 1e-5)
+    assert np.allclose(a.invalid, b.invalid, rtol=1e-4, atol=1e-12)
+    st_ = a.certificate
+    assert st_.foreign_candidates == 0 and st_.max_syntactic_deviation == 0.0
+    assert st_.evaluated_fraction < 0.5
+    # soundness, checked directly: all pre-activations at every prefix
+    fast = RestrictedForward(model)
+    s_of_t = _struct_of_trie(ds, rep.nodes)
+    pn = ds.prefix_node
+    M, n = pn.shape
+    flat = pn.ravel()
+    ok = np.nonzero(flat >= 0)[0]
+    _, first = np.unique(flat[ok], return_index=True)
+    cert = _certificate(fast, rep, ds, s_of_t, ok[first], n)
+    x = torch.as_tensor(ds.seqs[:, :-1])
+    sel = torch.as_tensor(pn[:, :-1] >= 0)
+    res = fast.residual(x, select=sel)
+    pre = res["flat"][:, cert.ins] @ cert.w1 + cert.b1                # (prefixes, U)
+    struct = torch.as_tensor(s_of_t[pn[:, :-1][pn[:, :-1] >= 0]])
+    skipped = ~cert.cand[struct]
+    assert skipped.float().mean() > 0.5                               # the certificate is useful
+    assert float(pre[skipped].max()) < 0.0                            # … and sound
+
+
+def test_dense_certificate_rejects_moe():
+    from moe_routing.construction.certify import SilenceCertificate
+    from moe_routing.construction.fastpath import RestrictedForward
+
+    model, rep = build_moe(running_example(), 1e-4)
+    with pytest.raises(ValueError, match="dense construction"):
+        SilenceCertificate(RestrictedForward(model), rep, torch.zeros(1, 1), rep.nodes.label)
 
 
 # ---- random small datasets -------------------------------------------------------------

@@ -69,7 +69,7 @@ class RestrictedForward:
             ins = torch.nonzero((w1e[:, units] != 0).any(1)).squeeze(1)
             outs = torch.nonzero((w2e[units] != 0).any(0) | (b2e != 0)).squeeze(1)
             self.expert_support.append(dict(
-                ins=ins, outs=outs, w1=w1e[ins][:, units].contiguous(), b1=b1e[units],
+                units=units, ins=ins, outs=outs, w1=w1e[ins][:, units].contiguous(), b1=b1e[units],
                 w2=w2e[units][:, outs].contiguous(), b2=b2e[outs]))
         self.wr = (m.router.weight * m.router.input_mask)[:, rin]
         self.br = m.router.bias
@@ -91,15 +91,11 @@ class RestrictedForward:
             H["jo"] = torch.tensor([i for i, c in enumerate(H["oc"]) if int(c) in cout_pos], dtype=torch.long)
 
     @torch.no_grad()
-    def __call__(self, idx: torch.Tensor, select: torch.Tensor | None = None):
-        """idx (b, t) → dict(out (b, t, |cout|) residual A'' on the unembedding's support,
-        expert (b, t), probs (b, t, E), heads: list of (b, t, |oc_h|) head outputs on their
-        support, att).
-
-        ``select`` (b, t) bool: evaluate the router and the experts only at these positions;
-        ``out``, ``expert`` and ``probs`` are then (n_selected, …) in row-major order (the
-        heads stay (b, t, …): attention needs every position anyway)."""
-        m = self.m
+    def residual(self, idx: torch.Tensor, select: torch.Tensor | None = None) -> dict:
+        """Embeddings and attention: idx (b, t) → dict(flat (n, |rin|) what the router and the
+        experts read, out (n, |cout|) the residual on the unembedding's support before the
+        experts, heads: list of (b, t, |oc_h|) head outputs, att), at the ``select``-ed
+        positions (all b·t positions, row-major, without ``select``)."""
         b, t = idx.shape
         pos = torch.arange(t)
         causal = torch.ones(t, t, dtype=torch.bool).tril()
@@ -113,12 +109,8 @@ class RestrictedForward:
             y = (att @ v) @ H["wo"]                                 # (b, t, |oc|)
             heads.append(y)
             atts.append(att)
-        # the residual stream at the evaluated positions only (n = b·t without ``select``)
         if select is None:
             select = torch.ones(b, t, dtype=torch.bool)
-            full = True
-        else:
-            full = False
         tok_s = idx[select]                                          # (n,)
         pos_s = pos.expand(b, t)[select]
         flat = self.t_in[tok_s] + self.p_in[pos_s]                   # (n, |rin|)
@@ -130,14 +122,21 @@ class RestrictedForward:
                     flat[:, H["ir"]] += ys[:, H["jr"]]
                 if len(H["io"]):
                     out[:, H["io"]] += ys[:, H["jo"]]
+        return dict(flat=flat, out=out, heads=heads, att=atts)
+
+    @torch.no_grad()
+    def experts(self, flat: torch.Tensor, out: torch.Tensor):
+        """Router and top-1 experts on rows: flat (n, |rin|), out (n, |cout|) → (out + the
+        chosen expert's output (n, |cout|), expert (n,), probs (n, E))."""
+        m = self.m
         logits_r = (flat @ self.wr.T + (self.br if self.br is not None else 0.0)) / self.tau
         probs = logits_r.softmax(-1)                                 # (n, E)
         top_p, top_i = probs.max(-1)                                 # (n,)
-        cfg = m.config
-        gate = top_p if cfg.gate == "switch" else torch.ones_like(top_p)
+        gate = top_p if m.config.gate == "switch" else torch.ones_like(top_p)
         if m.knockout_mode != "zero":
             raise ValueError("the restricted forward supports knock-out mode 'zero' only")
         gate = gate * m.expert_alive[top_i]
+        out = out.clone()
         for e in torch.unique(top_i).tolist():
             sel = torch.nonzero(top_i == e).squeeze(1)
             S = self.expert_support[e]
@@ -146,9 +145,23 @@ class RestrictedForward:
             hdn = torch.relu(flat[sel][:, S["ins"]] @ S["w1"] + S["b1"])
             y = (hdn @ S["w2"] + S["b2"]) * gate[sel, None]
             out[sel[:, None], S["outs"][None, :]] += y
-        if full:
+        return out, top_i, probs
+
+    @torch.no_grad()
+    def __call__(self, idx: torch.Tensor, select: torch.Tensor | None = None):
+        """idx (b, t) → dict(out (b, t, |cout|) residual A'' on the unembedding's support,
+        expert (b, t), probs (b, t, E), heads: list of (b, t, |oc_h|) head outputs on their
+        support, att).
+
+        ``select`` (b, t) bool: evaluate the router and the experts only at these positions;
+        ``out``, ``expert`` and ``probs`` are then (n_selected, …) in row-major order (the
+        heads stay (b, t, …): attention needs every position anyway)."""
+        b, t = idx.shape
+        r = self.residual(idx, select)
+        out, top_i, probs = self.experts(r["flat"], r["out"])
+        if select is None:
             out, top_i, probs = out.view(b, t, -1), top_i.view(b, t), probs.view(b, t, -1)
-        return dict(out=out, expert=top_i, heads=heads, att=atts, probs=probs)
+        return dict(out=out, expert=top_i, heads=r["heads"], att=r["att"], probs=probs)
 
     def logits(self, out_rows: torch.Tensor) -> torch.Tensor:
         """(r, |cout|) → (r, V): the unembedding on its support."""

@@ -52,6 +52,7 @@ class Verification:
     head2_dev_before_object: float  # the same restricted to prefixes before the object
     seconds: float
     max_invalid_by_eps: dict        # ε -> max invalid mass of the same model with W_U rescaled to β(ε)
+    certificate: object = None      # dense models: certify.CertificateStats of the evaluation
 
 
 def _struct_of_trie(dataset, nodes) -> np.ndarray:
@@ -181,12 +182,16 @@ def _flush_denormals(fn):
 
 @_flush_denormals
 @torch.no_grad()
-def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verification:
+def verify(model, report, dataset, batch_size: int = 256, eps_list=(),
+           certify: bool = True) -> Verification:
     """Check every distinct prefix (see module docstring).
 
     ``eps_list``: also measure, in the same pass, the model whose W_U is rescaled to
     β(ε) for each ε (the only constant of the construction that depends on ε), i.e. logits
-    multiplied by β(ε)/β."""
+    multiplied by β(ε)/β.
+
+    ``certify`` (dense models): evaluate the FFN through :class:`.certify.SilenceCertificate`
+    (only the neurons not proven silent); ``False`` evaluates every neuron at every prefix."""
     t0 = time.perf_counter()
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}; accepted: an integer ≥ 1")
@@ -222,14 +227,25 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
     ref2 = torch.full((dataset.tokenizer.n_entity, len(fast.heads[1]["oc"])), float("nan"))
     d1 = d2 = d2b = 0.0
     e0 = int(dataset.tokenizer.entity_ids[0]) if dataset.tokenizer.n_entity else 0
-    order = np.argsort(dataset.lengths, kind="stable")
+    cert = None
+    if report.kind == "dense" and certify:
+        cert = _certificate(fast, report, dataset, s_of_t, first_pos, n)
+        order = np.lexsort((dataset.lengths, dataset.task))   # batches of one task: few candidates
+    else:
+        order = np.argsort(dataset.lengths, kind="stable")
     for s in range(0, M, batch_size):
         rows = order[s:s + batch_size]
         T = int(dataset.lengths[rows].max()) - 1
         x = seqs[rows, :T]
         sel = torch.as_tensor(is_first[rows, :T])
-        out = fast(x, select=sel)                              # only first occurrences
         nd = torch.as_tensor(pn[rows, :T])[sel]                # trie nodes
+        if cert is None:
+            out = fast(x, select=sel)                          # only first occurrences
+        else:
+            r = fast.residual(x, select=sel)
+            o = r["out"]
+            o[:, cert.outs] += cert.ffn(r["flat"], torch.as_tensor(s_of_t[nd.numpy()]))
+            out = dict(out=o, expert=torch.zeros(len(o), dtype=torch.long), heads=r["heads"])
         syn, ent, nz = unembed.logits(out["out"])
         entries = unembed.valid_entries(nd)
         inv_all[nd.numpy()] = unembed.invalid_mass(syn, ent, nz, nd, entries).numpy()
@@ -275,17 +291,44 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=()) -> Verifi
         invalid=inv_all, routed_ok=routed_ok, n_task_determined=int(det.sum()),
         junction_ok=junc_ok, route_matrix=route, head1_dev=d1, head2_dev=d2,
         head2_dev_before_object=d2b, seconds=time.perf_counter() - t0,
-        max_invalid_by_eps=inv_eps)
+        max_invalid_by_eps=inv_eps, certificate=cert.stats if cert is not None else None)
+
+
+def _certificate(fast, report, dataset, s_of_t, first_pos, n):
+    """The silence certificate of a dense model, from the residual rows observed at the first
+    prefix of each structural node."""
+    from .certify import SilenceCertificate
+
+    n_struct = report.nodes.n_nodes
+    trie_nodes = dataset.prefix_node.ravel()[first_pos]       # trie node of each first occurrence
+    struct = s_of_t[trie_nodes]
+    _, pick = np.unique(struct, return_index=True)             # first occurrence of each struct node
+    if len(pick) != n_struct:
+        raise ValueError(f"{n_struct - len(pick)} structural nodes have no prefix in the dataset")
+    flat_idx = first_pos[pick]
+    rows, cols = flat_idx // n, flat_idx % n
+    seqs = torch.as_tensor(dataset.seqs)
+    rep = torch.empty(n_struct, len(fast.rin))
+    for s in range(0, n_struct, 512):
+        r, c = rows[s:s + 512], cols[s:s + 512]
+        T = int(c.max()) + 1
+        sel = torch.zeros(len(r), T, dtype=torch.bool)
+        sel[torch.arange(len(r)), torch.as_tensor(c)] = True
+        rep[s:s + len(r)] = fast.residual(seqs[r, :T], select=sel)["flat"]
+    return SilenceCertificate(fast, report, rep, report.nodes.label)
 
 
 @_flush_denormals
 @torch.no_grad()
-def object_predictions(model, dataset, split: str = "test", batch_size: int = 512):
+def object_predictions(model, report, dataset, split: str = "test", batch_size: int = 512,
+                       fast=None):
     """At the object slot of every sentence of ``split``: (argmax == object (m,) bool,
-    P(object) (m,), logits row max−min (m,), task (m,))."""
+    P(object) (m,), logits row max−min (m,), task (m,)).  ``fast``: the model's
+    :class:`.fastpath.RestrictedForward` when already built (knock-outs are read at call time)."""
     from .fastpath import RestrictedForward
 
-    fast = RestrictedForward(model)
+    fast = fast if fast is not None else RestrictedForward(model)
+    unembed = _Unembed(model, report, fast, dataset)
     idx = dataset.split_indices(split)
     seqs = torch.as_tensor(dataset.seqs[idx])
     op = torch.as_tensor(dataset.object_pos[idx])
@@ -300,7 +343,10 @@ def object_predictions(model, dataset, split: str = "test", batch_size: int = 51
         sel = torch.zeros(x.shape, dtype=torch.bool)
         sel[torch.arange(len(r)), pos] = True                  # one position per row
         o = fast(x, select=sel)["out"]                         # (m, |cout|)
-        lg = fast.logits(o).double()
+        syn, ent, nz = unembed.logits(o)
+        lg = torch.zeros(len(o), unembed.V, dtype=torch.float64)
+        lg[:, :unembed.ns] = syn.double()
+        lg[nz, unembed.ns:] = ent.double()
         tgt = seqs[r, op[r]]
         lp = torch.log_softmax(lg, -1)
         res[r.numpy(), 0] = (lg.argmax(-1) == tgt).double().numpy()
@@ -310,16 +356,19 @@ def object_predictions(model, dataset, split: str = "test", batch_size: int = 51
 
 
 @torch.no_grad()
-def isolation(model, dataset, experts_to_test, split: str = "test") -> list[dict]:
+def isolation(model, report, dataset, experts_to_test, split: str = "test") -> list[dict]:
     """Knock out expert k (zero mode) for each k in ``experts_to_test``; per k: task k's
     accuracy and mean P(object) against chance 1/V, the largest change of any other task's
     accuracy, and the largest change of P(object) on other tasks."""
+    from .fastpath import RestrictedForward
+
     V = dataset.vocab_size
-    base_ok, base_p, _, task = object_predictions(model, dataset, split)
+    fast = RestrictedForward(model)
+    base_ok, base_p, _, task = object_predictions(model, report, dataset, split, fast=fast)
     out = []
     for k in experts_to_test:
         with model.knocked_out([int(k)]):
-            ok, p, spread, _ = object_predictions(model, dataset, split)
+            ok, p, spread, _ = object_predictions(model, report, dataset, split, fast=fast)
         own = task == k
         others = ~own
         acc_other_base = np.array([base_ok[task == j].mean() for j in range(dataset.n_tasks) if j != k])

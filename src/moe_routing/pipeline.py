@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import sys
 import time
 import traceback
@@ -262,6 +263,21 @@ def _finalise_notebook(nb, name: str, profile: str, params: dict, prov: dict,
     nb.metadata["moe_routing"] = prov
 
 
+def _ipc_kernel_manager(sock_dir: str):
+    """A kernel manager talking to the kernel over Unix sockets in ``sock_dir`` (a private
+    temporary directory) instead of TCP on localhost: no port is opened, and the kernel no
+    longer warns that it runs over unencrypted TCP."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.transport = "ipc"
+            self.ip = os.path.join(sock_dir, "kernel")
+
+    return IPCKernelManager
+
+
 def run_notebook(project: Project, name: str, profile: str, device: str, params: dict,
                  force: bool = False, log=print) -> dict:
     """Execute one notebook if its key changed; returns its state record."""
@@ -297,14 +313,18 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
                     "artifacts_dir": str(tmp_art.resolve())}
         t0 = time.perf_counter()
         status, error = "ok", None
+        sock_dir = tempfile.mkdtemp(prefix="moe-kernel-")       # private (0700)
         try:
             out = pm.execute_notebook(nb, str(tmp_nb), parameters=injected, kernel_name="python3",
                                       cwd=str(project.notebooks_dir), progress_bar=False,
-                                      log_output=False, request_save_on_cell_execute=False)
+                                      log_output=False, request_save_on_cell_execute=False,
+                                      kernel_manager_class=_ipc_kernel_manager(sock_dir))
         except Exception as exc:  # noqa: BLE001 -- any notebook error is reported, not raised
             status = "failed"
             error = _short_error(exc)
             out = None
+        finally:
+            shutil.rmtree(sock_dir, ignore_errors=True)
         wall = time.perf_counter() - t0
         record = {"notebook": name, "key": key, "status": status, "error": error,
                   "wall_s": round(wall, 2), "profile": profile,

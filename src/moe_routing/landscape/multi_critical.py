@@ -4,19 +4,22 @@ The same two-phase idea as :mod:`.critical_points` (K = 2), in the D-dimensional
 :mod:`.multi_region`:
 
 1. **normalised descent** on ``L̄_τ`` from many random routers, with geometrically decaying
-   steps: it finds the minima. Along each path the gradient norm is recorded; a path that
-   passes near a saddle slows down there, so the interior local minima of ``|∇L̄_τ|`` along the
-   path are kept as *saddle candidates* (ours: a cheap substitute for minimising ``|∇L̄|²``,
-   which needs a Hessian-vector product per step);
-2. **Newton refinement** ``z = −H⁺g`` (pseudo-inverse, capped steps, in local coordinates) of
-   the descent end points, the saddle candidates and the critical points found at the previous
-   temperature (continuation in τ, which is how saddles are followed as τ falls). Newton
-   converges to critical points of every index. A point counts as critical when
-   ``|∇L̄_τ| < tol``.
+   steps: it finds the minima. Optionally (``n_slow``) the interior local minima of
+   ``|∇L̄_τ|`` along each path, where a path slowed down near a saddle, are kept as candidates;
+2. **descent on ½|∇L̄_τ|²** (direction ``H∇L̄_τ``, one Hessian-vector product per step) from
+   the same starts: attracted by critical points of every index, it brings starts near saddles
+   that descent on ``L̄_τ`` flows away from;
+3. **continuation**: the critical points of the previous temperature, as they are and after a
+   few steps of (2) at the new temperature (a critical point moves by O(τ) as τ falls, and
+   Newton's basin shrinks with τ);
+4. **Newton refinement** ``z = −H⁺g`` (pseudo-inverse, capped steps, in local coordinates) of
+   every candidate. Newton converges to critical points of every index, quadratically, or not
+   at all: a candidate still far from critical after ``give_up`` steps is abandoned. A point
+   counts as critical when ``|∇L̄_τ| < tol``.
 
 Routers that (nearly) switch an expert off (a cell whose mean gate is below ``min_cell_mass``)
 are dropped: a K-expert student with an empty cell is a (K−1)-expert student, outside the
-compact router set of the theorem (ours; the number dropped is reported). Points are deduplicated
+compact router set of the theorem (ours; they count among the candidates that did not converge). Points are deduplicated
 modulo relabelling and classified by the eigenvalues of the D×D Hessian.
 """
 
@@ -184,7 +187,8 @@ def _assign_families(found, prev, K: int, d: int, start: int, radius: float = 0.
 def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: torch.Tensor, *,
                     descent_steps: int = 60, grad_norm_steps: int = 15, newton_steps: int = 25, tol: float = 1e-7,
                     teacher_radius: float = 0.1, merge: float = 1e-3, joint: bool = False,
-                    candidate_radius: float = 0.03, continuation_substeps: int = 2):
+                    candidate_radius: float = 0.03, continuation_steps: int = 10,
+                    n_slow: int = 0, give_up: int = 6):
     """Critical points of ``L̄_τ`` for each τ (in the given order, usually decreasing).
 
     Returns ``(points, stats)``; ``stats[τ]`` counts candidates, converged and dropped points.
@@ -201,20 +205,19 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     stats = {}
     next_family = 0
     for tau in taus:
-        ends, slow = descend(obj, starts, tau, steps=descent_steps, n_slow=1)
+        ends, slow = descend(obj, starts, tau, steps=descent_steps, n_slow=n_slow)
         gnd = descend_grad_norm(obj, starts, tau, steps=grad_norm_steps) if grad_norm_steps else ends[:0]
         cont = np.stack([c.phi for c in prev]) if prev else ends[:0]
-        if prev and continuation_substeps:
-            # follow the previous critical points through intermediate temperatures: a critical
-            # point moves by O(τ) as τ falls, and Newton's basin shrinks with τ as well
-            for t_mid in np.geomspace(prev[0].tau, tau, int(continuation_substeps) + 2)[1:-1]:
-                ph, okc, *_ = newton(obj, cont, float(t_mid), steps=newton_steps,
-                                     step_cap=min(0.2, max(0.02, 3 * t_mid)), tol=tol)
-                cont = ph[okc]
+        if prev and continuation_steps:
+            # follow the previous critical points: a critical point moves by O(τ) as τ falls and
+            # Newton's basin shrinks with τ, so first let descent on ½|∇L̄_τ|² (attracted by the
+            # nearby critical point of any index) bring each one into the new basin
+            cont = np.concatenate([cont, descend_grad_norm(obj, cont, tau, steps=continuation_steps,
+                                                           step_cap=min(0.2, 3 * tau))])
         cand = np.concatenate([ends, slow, gnd, cont])
         cand = dedupe(cand, K, d, radius=candidate_radius)
         phi, ok, val, gr, He = newton(obj, cand, tau, steps=newton_steps, step_cap=min(0.2, max(0.02, 3 * tau)),
-                                      tol=tol)
+                                      tol=tol, give_up=give_up)
         found: list[MultiCriticalPoint] = []
         for i in np.flatnonzero(ok):
             if any(chart_distance(phi[i], c.phi, K, d) < merge for c in found):

@@ -48,6 +48,17 @@ def test_teacher_validation_errors():
         mr.ProfiledObjective(T3, 64, 0).value(T3.phi(), float("inf"))
 
 
+def test_shipped_teachers_are_junctions_with_every_pair_adjacent():
+    for t, K, d in ((T3, 3, 2), (mr.three_region_space(), 3, 3), (mr.four_region_space(), 4, 3)):
+        assert (t.K, t.d) == (K, d)
+        assert len(mr.adjacent_pairs(t.W, t.c)) == K * (K - 1) // 2
+        assert t.region_masses().min() > 0.15
+        # the chart point reproduces the teacher's partition exactly
+        X = mr.sobol_normal(4096, d, seed=2)
+        W, b = (x[0] for x in mr.logits_from_phi(torch.tensor(t.phi())[None], K, d))
+        assert torch.equal((X @ W.T + b).argmax(1), t.region(X))
+
+
 def test_non_adjacent_regions_may_share_an_expert():
     # three parallel strips: regions 0 and 2 never touch, so they may carry the same expert
     W = np.array([[0.0, -1.0], [0.0, 0.0], [0.0, 1.0]])

@@ -133,6 +133,15 @@ def descend_grad_norm(obj: ProfiledObjective, starts: np.ndarray, tau: float, st
     return normalise(phi, obj.K, obj.d)
 
 
+def most_critical(obj: ProfiledObjective, phi: np.ndarray, tau: float, keep: int) -> np.ndarray:
+    """The ``keep`` routers with the smallest ``|∇L̄_τ|``: Newton (a Hessian per step, the
+    expensive part) is spent only on the candidates closest to being critical."""
+    if len(phi) <= keep:
+        return phi
+    _, _, _, g = obj.grad(phi, tau)
+    return phi[np.argsort(np.linalg.norm(g, axis=1))[:keep]]
+
+
 def newton(obj: ProfiledObjective, cand: np.ndarray, tau: float, steps: int = 25, step_cap: float = 0.2,
            tol: float = 1e-7, min_cell_mass: float = 0.01, e_max: float = 3.0, give_up: int = 8):
     """Capped Newton on ``∇L̄_τ = 0`` from every candidate; returns ``(phi, converged, value,
@@ -188,7 +197,7 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
                     descent_steps: int = 60, grad_norm_steps: int = 15, newton_steps: int = 25, tol: float = 1e-7,
                     teacher_radius: float = 0.1, merge: float = 1e-3, joint: bool = False,
                     candidate_radius: float = 0.03, continuation_steps: int = 10,
-                    n_slow: int = 0, give_up: int = 6):
+                    n_slow: int = 0, give_up: int = 6, saddle_candidates: int = 8):
     """Critical points of ``L̄_τ`` for each τ (in the given order, usually decreasing).
 
     Returns ``(points, stats)``; ``stats[τ]`` counts candidates, converged and dropped points.
@@ -207,6 +216,7 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     for tau in taus:
         ends, slow = descend(obj, starts, tau, steps=descent_steps, n_slow=n_slow)
         gnd = descend_grad_norm(obj, starts, tau, steps=grad_norm_steps) if grad_norm_steps else ends[:0]
+        gnd = most_critical(obj, dedupe(gnd, K, d, radius=candidate_radius), tau, saddle_candidates)
         cont = np.stack([c.phi for c in prev]) if prev else ends[:0]
         if prev and continuation_steps:
             # follow the previous critical points: a critical point moves by O(τ) as τ falls and

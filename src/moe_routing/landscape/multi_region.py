@@ -246,6 +246,21 @@ def three_region_plane(noise_std: float = 0.1) -> MultiRegionTeacher:
     return MultiRegionTeacher.from_arrays(W, c, B, noise_std)
 
 
+def three_region_space(noise_std: float = 0.1) -> MultiRegionTeacher:
+    """Ours: K = 3 regions of R^3, wedges around a junction line that is tilted against every
+    axis (score directions at 90°, 215°, 335° in a tilted plane), experts that use all three
+    inputs and jump across every interface."""
+    ang = np.deg2rad([90.0, 215.0, 335.0])
+    e1 = np.array([1.0, 0.0, 0.3]) / math.sqrt(1.09)
+    e2 = np.array([-0.1, 1.0, 0.4])
+    e2 = e2 - (e2 @ e1) * e1
+    e2 /= np.linalg.norm(e2)
+    W = np.cos(ang)[:, None] * e1 + np.sin(ang)[:, None] * e2
+    c = np.array([0.15, -0.1, 0.0])
+    B = np.array([[1.0, 0.5, -0.3, 0.8], [-0.8, 0.6, 0.4, -0.4], [0.3, -1.0, 0.5, 0.1]])
+    return MultiRegionTeacher.from_arrays(W, c, B, noise_std)
+
+
 def four_region_space(noise_std: float = 0.1) -> MultiRegionTeacher:
     """Ours: K = 4 regions of R^3 (score directions near the vertices of a regular tetrahedron,
     perturbed so that no two interfaces are congruent), experts that jump across every

@@ -408,8 +408,9 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
 
     The Gram matrix ``E[z zᵀ]`` has blocks ``E[π_k π_l x̃x̃ᵀ]``: it is assembled from the
     K(K+1)/2 gate products against the p(p+1)/2 distinct feature products (one small matmul),
-    never from the (S, n, K·p) design matrix — about 5× less memory traffic in the double
-    backward passes that the Hessians need.
+    never from the (S, n, K·p) design matrix of :func:`soft_refit_reference` (less memory
+    traffic in the double backward passes that the Hessians need; the speed-up is measured by
+    ``benchmarks/bench_landscape_multi.py``).
     """
     P = gates(X, phi, tau, K)                                           # (S, n, K)
     S, n, _ = P.shape
@@ -424,6 +425,21 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
     theta = torch.linalg.solve(G, c[..., None])[..., 0]                 # (S, K·p)
     risk = (fstar ** 2).mean() - (c * theta).sum(-1)
     return theta.reshape(-1, K, p), risk
+
+
+def soft_refit_reference(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tensor, K: int,
+                         ridge: float = RIDGE):
+    """The readable reference of :func:`soft_refit`: build the design matrix
+    ``Z = (π_1 x̃, …, π_K x̃)`` (S, n, K·p) and solve the normal equations. Same outputs; kept
+    for tests and for ``benchmarks/bench_landscape_multi.py``."""
+    P = gates(X, phi, tau, K)                                           # (S, n, K)
+    Xt = features(X)
+    n, p = Xt.shape
+    Z = (P[..., None] * Xt[None, :, None, :]).reshape(P.shape[0], n, K * p)   # (S, n, K·p)
+    G = Z.transpose(1, 2) @ Z / n + ridge * torch.eye(K * p, dtype=P.dtype)
+    c = torch.einsum("snq,n->sq", Z, fstar) / n
+    theta = torch.linalg.solve(G, c[..., None])[..., 0]
+    return theta.reshape(-1, K, p), (fstar ** 2).mean() - (c * theta).sum(-1)
 
 
 @lru_cache(maxsize=32)

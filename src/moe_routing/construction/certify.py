@@ -27,8 +27,10 @@ Write a neuron's pre-activation as ``p_j(x) = x_S·W_S[:, j] + x_R·W_R[:, j] + 
 The certificate is sound by construction; it is useful because it is tight: the candidates of
 s are its own detector, its task's semantic neurons at object slots, and its junction neurons.
 Batches are formed task by task, and each batch evaluates the union of its prefixes'
-candidates -- the same function as the full layer, a few hundred neurons instead of eleven
-thousand.  The report says how many (prefix, neuron) pairs were certified silent and whether
+candidates -- the same function as the full layer (in float32 the products over a subset of
+the columns round differently: a detector sums terms as large as its gate constant, so its
+pre-activation may differ by ~1e-4 between the two evaluations, as it may between two BLAS
+kernels), a few hundred neurons instead of eleven thousand.  The report says how many (prefix, neuron) pairs were certified silent and whether
 any neuron *outside* the prefix's own circuit was left uncertified (and if so, its largest
 activation, computed).
 """

@@ -196,8 +196,8 @@ def _assign_families(found, prev, K: int, d: int, start: int, radius: float = 0.
 def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: torch.Tensor, *,
                     descent_steps: int = 60, grad_norm_steps: int = 15, newton_steps: int = 25, tol: float = 1e-7,
                     teacher_radius: float = 0.1, merge: float = 1e-3, joint: bool = False,
-                    candidate_radius: float = 0.03, continuation_steps: int = 10,
-                    n_slow: int = 0, give_up: int = 6, saddle_candidates: int = 8):
+                    candidate_radius: float = 0.03, continuation_steps: int = 25,
+                    n_slow: int = 0, give_up: int = 12, saddle_candidates: int = 8):
     """Critical points of ``L̄_τ`` for each τ (in the given order, usually decreasing).
 
     Returns ``(points, stats)``; ``stats[τ]`` counts candidates, converged and dropped points.

@@ -149,7 +149,7 @@ def test_dense_certificate_is_sound_and_exact():
     """The certified evaluation of the dense layer equals the full one at every prefix, and
     every neuron it skips really has a negative pre-activation there."""
     from moe_routing.construction.fastpath import RestrictedForward
-    from moe_routing.construction.verify import _certificate, _struct_of_trie
+    from moe_routing.construction.verify import dense_certificate, struct_of_trie
 
     ds = running_example(extra=True)
     model, rep = build_dense(ds, 1e-4)
@@ -162,13 +162,9 @@ def test_dense_certificate_is_sound_and_exact():
     assert st_.evaluated_fraction < 0.5
     # soundness, checked directly: all pre-activations at every prefix
     fast = RestrictedForward(model)
-    s_of_t = _struct_of_trie(ds, rep.nodes)
+    s_of_t = struct_of_trie(ds, rep.nodes)
     pn = ds.prefix_node
-    M, n = pn.shape
-    flat = pn.ravel()
-    ok = np.nonzero(flat >= 0)[0]
-    _, first = np.unique(flat[ok], return_index=True)
-    cert = _certificate(fast, rep, ds, s_of_t, ok[first], n)
+    cert = dense_certificate(fast, rep, ds)
     x = torch.as_tensor(ds.seqs[:, :-1])
     sel = torch.as_tensor(pn[:, :-1] >= 0)
     res = fast.residual(x, select=sel)

@@ -46,6 +46,8 @@ import torch
 @dataclass
 class CertificateStats:
     n_units: int                    # neurons of the dense FFN
+    n_inputs: int                   # coordinates the FFN reads
+    n_outputs: int                  # coordinates it writes
     circuits: int                   # task circuits (+ 1 shared-prefix circuit)
     max_candidates: int             # largest number of uncertified neurons at one structural node
     mean_candidates: float          # … averaged over structural nodes
@@ -106,7 +108,7 @@ class SilenceCertificate:
         self.foreign = torch.as_tensor(foreign)
         n_c = self.cand.sum(1)
         self.stats = CertificateStats(
-            n_units=len(units), circuits=K + 1, max_candidates=int(n_c.max()),
+            n_units=len(units), n_inputs=len(self.ins), n_outputs=len(self.outs), circuits=K + 1, max_candidates=int(n_c.max()),
             mean_candidates=float(n_c.double().mean()), foreign_candidates=int(foreign.sum()),
             foreign_max_activation=0.0, max_syntactic_deviation=0.0, tol=self.tol,
             evaluated_fraction=0.0)

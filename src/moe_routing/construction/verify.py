@@ -55,7 +55,7 @@ class Verification:
     certificate: object = None      # dense models: certify.CertificateStats of the evaluation
 
 
-def _struct_of_trie(dataset, nodes) -> np.ndarray:
+def struct_of_trie(dataset, nodes) -> np.ndarray:
     """(n_trie_nodes,) structural node of each trie node."""
     out = np.full(dataset.trie.n_nodes, -1, dtype=np.int64)
     pn = dataset.prefix_node
@@ -204,13 +204,10 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=(),
     lay = report.layout
     K = dataset.n_tasks
     E = model.config.n_experts
-    s_of_t = _struct_of_trie(dataset, nodes)
+    s_of_t = struct_of_trie(dataset, nodes)
     pn = dataset.prefix_node                                  # (M, n)
     M, n = pn.shape
-    flat = pn.ravel()
-    ok = np.nonzero(flat >= 0)[0]
-    _, first = np.unique(flat[ok], return_index=True)
-    first_pos = ok[first]                                     # flat index of each node's first occurrence
+    first_pos = first_occurrences(dataset)
     is_first = np.zeros(M * n, dtype=bool)
     is_first[first_pos] = True
     is_first = is_first.reshape(M, n)
@@ -229,7 +226,7 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=(),
     e0 = int(dataset.tokenizer.entity_ids[0]) if dataset.tokenizer.n_entity else 0
     cert = None
     if report.kind == "dense" and certify:
-        cert = _certificate(fast, report, dataset, s_of_t, first_pos, n)
+        cert = dense_certificate(fast, report, dataset, s_of_t, first_pos)
         order = np.lexsort((dataset.lengths, dataset.task))   # batches of one task: few candidates
     else:
         order = np.argsort(dataset.lengths, kind="stable")
@@ -294,11 +291,24 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=(),
         max_invalid_by_eps=inv_eps, certificate=cert.stats if cert is not None else None)
 
 
-def _certificate(fast, report, dataset, s_of_t, first_pos, n):
-    """The silence certificate of a dense model, from the residual rows observed at the first
-    prefix of each structural node."""
+def first_occurrences(dataset) -> np.ndarray:
+    """(n_trie_nodes,) flat index into ``dataset.prefix_node`` of each prefix's first occurrence
+    (trie node order): evaluating there checks every distinct prefix exactly once."""
+    flat = dataset.prefix_node.ravel()
+    ok = np.nonzero(flat >= 0)[0]
+    _, first = np.unique(flat[ok], return_index=True)
+    return ok[first]
+
+
+def dense_certificate(fast, report, dataset, s_of_t=None, first_pos=None):
+    """The :class:`.certify.SilenceCertificate` of a dense model, from the residual rows
+    observed at the first prefix of each structural node (``s_of_t``, ``first_pos``: as
+    computed by :func:`struct_of_trie` and :func:`first_occurrences`, when already at hand)."""
     from .certify import SilenceCertificate
 
+    s_of_t = struct_of_trie(dataset, report.nodes) if s_of_t is None else s_of_t
+    first_pos = first_occurrences(dataset) if first_pos is None else first_pos
+    n = dataset.prefix_node.shape[1]
     n_struct = report.nodes.n_nodes
     trie_nodes = dataset.prefix_node.ravel()[first_pos]       # trie node of each first occurrence
     struct = s_of_t[trie_nodes]

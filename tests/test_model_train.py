@@ -44,6 +44,8 @@ def small_cfg(vocab, **kw):
 
 
 def test_cpu_reruns_are_bit_identical():
+    # same code path rerun in one process (same kernels, same thread count): exactness is the
+    # property under test; across CPUs with other kernels it is not promised
     seq, tasks, v = lookup_data()
     cfg = TrainConfig(objective="ce+lb", steps=12, batch_size=16, progress=False, log_every=1,
                       device="cpu", seed=3)

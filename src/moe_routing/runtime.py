@@ -40,7 +40,8 @@ def resolve_device(device: str = "auto") -> str:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch so that CPU reruns are bit-identical."""
+    """Seed Python, NumPy and torch so that CPU reruns are bit-identical on the same machine
+    (same torch build, thread count and CPU kernel dispatch; another CPU kind rounds otherwise)."""
     import numpy as np
     import torch
 

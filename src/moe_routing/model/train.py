@@ -2,7 +2,10 @@
 
 Reproducibility: the data order comes from a ``torch.Generator`` seeded with ``seed`` and
 :func:`build_and_train` seeds torch before building the model, so two CPU runs with the same
-configuration produce bit-identical weights and loss histories (tested).  On CUDA, ``amp``
+configuration produce bit-identical weights and loss histories (tested) -- on one machine, with
+the same torch build, thread count and CPU kernel dispatch (MKL picks AVX-512, AVX2 or SSE4.2
+kernels by CPU, torch follows ``ATEN_CPU_CAPABILITY``; other kernels round differently, so runs
+on another kind of CPU agree to rounding, not bit for bit).  On CUDA, ``amp``
 runs the forward pass under bfloat16 autocast; CUDA runs are not promised to be bit-identical.
 
 The optimiser settings are ours (the paper does not report them): AdamW, linear warm-up then

@@ -4,6 +4,7 @@
 #   make book                      execute all chapters (default profile) and build the HTML
 #   make test                      the whole test suite (smoke execution, book build, browser)
 #   make execute PROFILE=smoke|default|paper DEVICE=auto|cpu|cuda [NOTEBOOKS="a b"]
+#                [FORCE=1] [TIMEOUT=seconds per cell]
 #   make html PROFILE=...          build the HTML of a profile from its executed chapters
 #   make student [PROFILE=...]     the student edition (solutions removed at build time)
 #   make assignments               build the autograded assignments and self-check them (otter run)
@@ -28,14 +29,18 @@ endif
 .PHONY: book student assignments execute html test unit bench chromium env lock clean help
 
 help:
-	@sed -n '1,14p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '/^#/!q;p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environment ---------------------------------------------------------------------------
-$(STAMP): requirements.lock pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+# The stamp is written (atomically, last) only after every install step succeeded, so an
+# interrupted `make` leaves no half-valid environment behind: the next call redoes the install;
+# a virtual environment whose pip does not run (interrupted creation) is recreated.
+$(STAMP): requirements.lock pyproject.toml tooling/pyproject.toml
+	@$(PY) -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
-	@touch $@
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+	  -e . -e ./tooling
+	@sha256sum $^ > $@.tmp && mv $@.tmp $@
 
 env: $(STAMP)
 
@@ -45,25 +50,26 @@ lock: $(STAMP)
 	$(PY) -m pip freeze --exclude-editable --all | grep -vE '^pip==' \
 	  | sed -E 's/^torch==([0-9.]+)\+cpu$$/torch==\1/' > requirements.lock.tmp
 	mv requirements.lock.tmp requirements.lock
-	$(PY) tools/sync_environment.py
+	$(PY) -m moe_book.environment
 
 # --- execution -----------------------------------------------------------------------------
 # Arguments are validated once, before anything runs; each chapter is its own target so that
 # `make -j2 execute` runs two at a time. A failing chapter does not stop the others (-k); the
 # report at the end lists failures and sets the exit status.
 execute: $(STAMP)
-	@dev=$$($(PY) -m moe_routing.pipeline validate --profile '$(PROFILE)' --device '$(DEVICE)' \
+	@dev=$$($(PY) -m moe_book.pipeline validate --profile '$(PROFILE)' --device '$(DEVICE)' \
 	        --print-device $(NOTEBOOKS)) || exit 2; \
 	$(MAKE) --no-print-directory -k $(addprefix run-,$(NOTEBOOKS)) RESOLVED_DEVICE=$$dev; rc=$$?; \
-	$(PY) -m moe_routing.pipeline stage --profile '$(PROFILE)' >/dev/null || exit 1; \
-	$(PY) -m moe_routing.pipeline report --profile '$(PROFILE)' $(NOTEBOOKS) || exit 1; exit $$rc
+	$(PY) -m moe_book.pipeline stage --profile '$(PROFILE)' >/dev/null || exit 1; \
+	$(PY) -m moe_book.pipeline report --profile '$(PROFILE)' $(NOTEBOOKS) || exit 1; exit $$rc
 
 run-%:
-	@$(PY) -m moe_routing.pipeline run --profile '$(PROFILE)' --device '$(RESOLVED_DEVICE)' $*
+	@$(PY) -m moe_book.pipeline run --profile '$(PROFILE)' --device '$(RESOLVED_DEVICE)' \
+	  $(if $(filter 1 yes true,$(FORCE)),--force) $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $*
 
 html: $(STAMP)
-	@$(PY) -m moe_routing.pipeline validate --profile '$(PROFILE)' --device cpu >/dev/null
-	@src=$$($(PY) -m moe_routing.pipeline stage --profile '$(PROFILE)') && \
+	@$(PY) -m moe_book.pipeline validate --profile '$(PROFILE)' --device cpu >/dev/null
+	@src=$$($(PY) -m moe_book.pipeline stage --profile '$(PROFILE)') && \
 	$(VENV)/bin/jupyter-book build "$$src" --path-output '$(HTML_OUT)' -W --keep-going -q
 	@echo "HTML: $(HTML_OUT)/_build/html/index.html"
 
@@ -75,12 +81,12 @@ book:
 # before the build (not hidden by CSS), HTML in build/PROFILE/student/_build/html.
 student:
 	@$(MAKE) --no-print-directory execute PROFILE='$(PROFILE)'
-	@src=$$($(PY) -m moe_routing.pipeline stage --profile '$(PROFILE)' --edition student) && \
+	@src=$$($(PY) -m moe_book.pipeline stage --profile '$(PROFILE)' --edition student) && \
 	$(VENV)/bin/jupyter-book build "$$src" --path-output 'build/$(PROFILE)/student' -W --keep-going -q
 	@echo "Student edition: build/$(PROFILE)/student/_build/html/index.html"
 
 assignments: $(STAMP)
-	$(PY) assignments/build.py --check
+	$(PY) -m moe_book.assignments --check
 
 # --- tests ---------------------------------------------------------------------------------
 # Debian's chromium drives the rendered-book checks; installed here when missing.

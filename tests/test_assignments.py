@@ -10,26 +10,20 @@ cores: each grading run executes a notebook in a fresh kernel).
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import re
-import sys
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from moe_book import assignments as build
+from moe_book import grading as grade
+
 pytestmark = pytest.mark.assignments
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("assignments_build", ROOT / "assignments" / "build.py")
-build = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = build        # dataclasses look their module up while the file executes
-_spec.loader.exec_module(build)
-_gspec = importlib.util.spec_from_file_location("assignments_grade", ROOT / "assignments" / "grade.py")
-grade = importlib.util.module_from_spec(_gspec)
-_gspec.loader.exec_module(grade)
 
 NAMES = build.available()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from moe_routing.ledger import registry
-from moe_routing.pipeline import Project
+from moe_book.pipeline import Project
 
 import bookcheck
 
@@ -110,7 +110,7 @@ def _solution_needles() -> list[str]:
     reach a student."""
     import re
 
-    from moe_routing.classroom import solution_texts, strip_solutions
+    from moe_book.classroom import solution_texts, strip_solutions
 
     needles = set()
     sources = list((ROOT / "notebooks").glob("*.md")) + list((ROOT / "book").rglob("*.md"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from moe_routing.classroom import solution_texts, strip_solutions
+from moe_book.classroom import solution_texts, strip_solutions
 
 DOC = """# Chapter
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from moe_routing.exercise_index import (KINDS, Exercise, exercise_index, exercises_page,
+from moe_book.exercises import (KINDS, Exercise, exercise_index, exercises_page,
                                         find_exercises, problems)
 
 ROOT = Path(__file__).resolve().parents[1]

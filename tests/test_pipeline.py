@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from moe_routing import pipeline as pl
+from moe_book import pipeline as pl
 
 NB = textwrap.dedent("""\
     ---
@@ -63,7 +63,7 @@ def project(tmp_path: Path) -> pl.Project:
     for prof in ("smoke", "default", "paper"):
         (root / "notebooks" / "params" / f"{prof}.yaml").write_text(
             "alpha:\n  n: 5\nbeta: {}\n")
-    return pl.Project(root)
+    return pl.Project(root, library=root / "src" / "pkg")
 
 
 def run_all(project: pl.Project, profile="smoke", **kw) -> dict[str, dict]:
@@ -198,7 +198,7 @@ def test_failure_keeps_previous_outputs_and_other_notebooks(project):
 # --- the command line, as the Makefile calls it ----------------------------------------------
 
 def cli(project: pl.Project, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "moe_routing.pipeline", *args],
+    return subprocess.run([sys.executable, "-m", "moe_book.pipeline", *args],
                           cwd=project.root, capture_output=True, text=True)
 
 

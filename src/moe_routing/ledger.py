@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from ._io import atomic_write_json
+from .atomic import atomic_write_json
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "our extension")
 

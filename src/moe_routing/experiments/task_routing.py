@@ -56,7 +56,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .._io import atomic_write_json
+from ..atomic import atomic_write_json
 from ..model.losses import OBJECTIVES
 
 #: version of the result format and of the measurement code; part of every cache key
@@ -156,19 +156,24 @@ class ExperimentConfig:
         return replace(self, **changes)
 
 
+# The code a training run's result depends on: the model, its training and evaluation, the
+# knowledge datasets, the measurements and this module (not the book tooling, not the boundary-
+# mass or landscape modules, not the claims' wording).
+TRAINING_CODE = ("model", "knowledge", "experiments", "routing_metrics.py", "runtime.py")
+
+
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """SHA-256 of every module of the ``moe_routing`` package and of the torch version."""
+    """Hash of the code that trains and measures, the torch version and the platform."""
+    import platform
+
     import torch
 
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(torch.__version__.encode())
-    for f in sorted(root.rglob("*")):
-        if f.is_file() and f.suffix in (".py", ".yaml", ".tsv", ".json") \
-                and "__pycache__" not in f.parts:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+    from ..fingerprint import source_fingerprint
+
+    blob = "\0".join([source_fingerprint(TRAINING_CODE), torch.__version__,
+                       platform.python_version(), platform.machine()])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------- data

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from .ledger import VERDICTS, load_claims, registry
+from moe_routing.ledger import VERDICTS, load_claims, registry
 
 # Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
 # without an emoji font.
@@ -158,7 +158,7 @@ def ledger_page(project, profile: str) -> str:
 
 
 def generated_pages(project, profile: str, states: dict[str, dict | None]) -> dict[str, str]:
-    from .exercise_index import exercise_index, exercises_page
+    from .exercises import exercise_index, exercises_page
 
     rows = ledger_rows(project, profile)
     names = project.notebook_names()

@@ -1,9 +1,9 @@
 """Grade a class's submissions of one assignment locally and write a grade sheet.
 
-    python assignments/grade.py NAME SUBMISSION.ipynb [...] [--csv grades.csv] [--out DIR]
+    python -m moe_book.grading NAME SUBMISSION.ipynb [...] [--csv grades.csv] [--out DIR]
 
 Every submission is graded by ``otter run`` against the autograder built by
-``assignments/build.py`` (``build/assignments/NAME/autograder/NAME-autograder.zip``): the
+``python -m moe_book.assignments`` (``build/assignments/NAME/autograder/NAME-autograder.zip``): the
 notebook is executed from the top in a fresh kernel of this Python environment, then every test
 (public and hidden) is run.  The CSV has one row per submission: file, total, possible, and the
 score of each question; otter's full ``results.json`` of each submission (test output included,
@@ -17,17 +17,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("assignments_build", HERE / "build.py")
-build = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = build
-_spec.loader.exec_module(build)
+from . import assignments as build
 
 
 def grade_all(name: str, submissions: list[Path], csv_path: Path, out: Path | None = None,
@@ -38,7 +33,7 @@ def grade_all(name: str, submissions: list[Path], csv_path: Path, out: Path | No
     zip_path = assignments_dir / name / "autograder" / f"{name}-autograder.zip"
     if not zip_path.is_file():
         raise ValueError(f"no autograder at {zip_path}; build it first: "
-                         f"python assignments/build.py {name}")
+                         f"python -m moe_book.assignments {name}")
     missing = [str(s) for s in submissions if not Path(s).is_file()]
     if missing or not submissions:
         raise ValueError(f"submissions not found: {missing}" if missing else "no submissions given")
@@ -81,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="keep each submission's results.json under OUT/<submission name>/")
     ap.add_argument("--assignments", type=Path, default=build.DEFAULT_OUT,
-                    help="where build.py wrote the assignments")
+                    help="where moe_book.assignments wrote them")
     args = ap.parse_args(argv)
     try:
         rows = grade_all(args.name, args.submissions, args.csv, args.out, args.assignments)

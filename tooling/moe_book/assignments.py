@@ -1,6 +1,6 @@
 """Build the autograded assignments, and (with ``--check``) prove that the autograder works.
 
-    python assignments/build.py [--check] [--out build/assignments] [-j 2] [name ...]
+    python -m moe_book.assignments [--check] [--out build/assignments] [-j 2] [name ...]
 
 Each assignment is one MyST markdown source ``assignments/<name>.md`` in otter-grader's
 assignment format (a ``# ASSIGNMENT CONFIG`` raw cell, ``# BEGIN QUESTION`` / ``# BEGIN
@@ -35,8 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = Path(__file__).resolve().parents[2]   # the repository (the tooling is installed editable)
+HERE = ROOT / "assignments"                   # the assignment sources
 DEFAULT_OUT = ROOT / "build" / "assignments"
 
 

@@ -3,15 +3,15 @@ notebook + artifacts --> staged Jupyter Book source --> static HTML.
 
 Usage (the Makefile calls these; every command validates its arguments before any work)::
 
-    python -m moe_routing.pipeline validate --profile P --device D
-    python -m moe_routing.pipeline run NAME [NAME ...] --profile P --device D
-    python -m moe_routing.pipeline stage --profile P        # book source + generated pages
-    python -m moe_routing.pipeline report --profile P       # exit 1 if any notebook failed
+    python -m moe_book.pipeline validate --profile P --device D
+    python -m moe_book.pipeline run NAME [NAME ...] --profile P --device D
+    python -m moe_book.pipeline stage --profile P        # book source + generated pages
+    python -m moe_book.pipeline report --profile P       # exit 1 if any notebook failed
 
 Why not jupyter-cache (what Jupyter Book uses by itself)?  It hashes code cells only, so an edit
 in ``src/`` would not re-execute the notebooks that import it.  Here a notebook's *key* is the
-SHA-256 of everything its output depends on: its MyST source, its resolved parameters, the
-profile and device, the lock file and every file under ``src/``.  A notebook re-executes only
+SHA-256 of everything its output depends on (:mod:`moe_book.keys`): its MyST source, its
+resolved parameters, the profile and device, the lock file and the science library's source.  A notebook re-executes only
 when its key changed (or its last run failed).
 
 Layout, per profile P (all under ``build/P/``)::
@@ -44,8 +44,11 @@ from pathlib import Path
 
 import yaml
 
-from ._io import atomic_write_bytes, atomic_write_json, atomic_write_text
-from .runtime import DEVICES, PROFILES
+from moe_routing.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from moe_routing.fingerprint import PACKAGE_ROOT
+from moe_routing.runtime import DEVICES, PROFILES
+
+from .keys import chapter_key
 
 INJECTED = ("profile", "device", "artifacts_dir")
 
@@ -61,6 +64,7 @@ class PipelineError(Exception):
 @dataclass(frozen=True)
 class Project:
     root: Path
+    library: Path = PACKAGE_ROOT   # the science package whose source the keys hash
 
     @property
     def notebooks_dir(self) -> Path:
@@ -185,7 +189,7 @@ def validate(project: Project, profile: str, device: str,
         if n not in names:
             raise PipelineError(f"unknown notebook {n!r}; accepted: {', '.join(names)}")
     params = load_params(project, profile)
-    from .runtime import resolve_device
+    from moe_routing.runtime import resolve_device
 
     try:
         resolved = resolve_device(device)
@@ -198,28 +202,9 @@ def validate(project: Project, profile: str, device: str,
 # Content-addressed keys
 
 
-def _hash_tree(h: "hashlib._Hash", root: Path) -> None:
-    for f in sorted(root.rglob("*")):
-        rel = f.relative_to(root).parts
-        if (f.is_file() and not f.name.endswith(".pyc")
-                and not any(p == "__pycache__" or p.startswith(".") or p.endswith(".egg-info")
-                            for p in rel)):
-            h.update(str(f.relative_to(root)).encode())
-            h.update(b"\0")
-            h.update(f.read_bytes())
-            h.update(b"\0")
-
-
 def notebook_key(project: Project, name: str, params: dict, profile: str, device: str) -> str:
-    h = hashlib.sha256()
-    h.update(b"moe-routing-pipeline-v1\0")
-    h.update(project.notebook_path(name).read_bytes())
-    h.update(json.dumps({"profile": profile, "device": device, "params": params},
-                        sort_keys=True).encode())
-    lock = project.root / "requirements.lock"
-    h.update(lock.read_bytes() if lock.exists() else b"no-lock")
-    _hash_tree(h, project.root / "src")
-    return h.hexdigest()
+    return chapter_key(project.notebook_path(name), params, profile, device,
+                       project.root / "requirements.lock", project.library)
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,10 +212,59 @@ def notebook_key(project: Project, name: str, params: dict, profile: str, device
 
 
 def _read_state(path: Path) -> dict | None:
+    """The state record, or ``None`` when it is missing or unreadable (a corrupt state makes
+    the chapter stale, never crashes the build)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        st = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
+    return st if isinstance(st, dict) else None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def output_checksums(bdir: Path, name: str) -> dict[str, str]:
+    """SHA-256 of every output of a chapter, keyed by its path relative to ``build/P``: the
+    executed notebook and every file under ``artifacts/NAME/``."""
+    files = [bdir / "executed" / f"{name}.ipynb"]
+    art = bdir / "artifacts" / name
+    if art.is_dir():
+        files += sorted(f for f in art.rglob("*") if f.is_file())
+    return {str(f.relative_to(bdir)): _sha256(f) for f in files if f.is_file()}
+
+
+def verify_outputs(bdir: Path, name: str, state: dict | None) -> str | None:
+    """Why a chapter's recorded outputs cannot be trusted, or ``None`` when every output its
+    state lists is present with the recorded checksum (and nothing was added beside them)."""
+    if state is None:
+        return "no readable state"
+    recorded = state.get("outputs")
+    if not isinstance(recorded, dict) or not recorded:
+        return "state records no output checksums"
+    exe = f"executed/{name}.ipynb"
+    if exe not in recorded:
+        return f"state does not list {exe}"
+    for rel, digest in sorted(recorded.items()):
+        f = bdir / rel
+        if not f.is_file():
+            return f"{rel} is missing"
+        if _sha256(f) != digest:
+            return f"{rel} does not match its recorded checksum"
+    extra = sorted(set(output_checksums(bdir, name)) - set(recorded))
+    if extra:
+        return f"{extra[0]} was not produced by the recorded execution"
+    return None
+
+
+# Cell timeout per profile (seconds): a hung cell fails its chapter with a clear message instead
+# of hanging the build; ``make execute TIMEOUT=s`` overrides it.
+CELL_TIMEOUT_S = {"smoke": 600, "default": 1800, "paper": 12 * 3600}
 
 
 def _finalise_notebook(nb, name: str, profile: str, params: dict, prov: dict,
@@ -275,37 +309,73 @@ def _ipc_kernel_manager(sock_dir: str):
             self.transport = "ipc"
             self.ip = os.path.join(sock_dir, "kernel")
 
+        async def _async_interrupt_kernel(self):
+            # jupyter_client interrupts every kernel before shutting it down; an idle kernel
+            # then logs "ERROR | KeyboardInterrupt caught in kernel" into a successful build.
+            # At shutdown the notebook has finished: ask the kernel to quit instead. (Timeouts
+            # still interrupt: nbclient calls the public interrupt_kernel.)
+            if self.shutting_down:
+                return
+            await super()._async_interrupt_kernel()
+
     return IPCKernelManager
 
 
+def _clear_leftovers(bdir: Path, name: str) -> None:
+    """Remove what an attempt killed mid-way (SIGKILL, power loss) left behind: temporary
+    notebooks and artifact folders. Called under the chapter's lock, so no live attempt owns
+    them."""
+    for d in (bdir / "executed", bdir / "artifacts"):
+        for f in d.glob(f".{name}.tmp-*"):
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+        for f in d.glob(f".{name}.old-*"):
+            shutil.rmtree(f, ignore_errors=True)
+
+
 def run_notebook(project: Project, name: str, profile: str, device: str, params: dict,
-                 force: bool = False, log=print) -> dict:
-    """Execute one notebook if its key changed; returns its state record."""
+                 force: bool = False, log=print, timeout_s: float | None = None) -> dict:
+    """Execute one notebook unless its key is unchanged and its recorded outputs verify;
+    returns its state record.
+
+    The chapter's cell outputs and progress messages go to ``build/P/logs/NAME.log`` as they
+    happen (``tail -f`` it during a long run); ``timeout_s`` bounds every cell (default: the
+    profile's :data:`CELL_TIMEOUT_S`).
+    """
     import jupytext
     import nbformat
     import papermill as pm
 
-    from .runtime import provenance
+    from moe_routing.runtime import provenance
 
     bdir = project.build_dir(profile)
     state_dir, exe_dir, art_root = bdir / "state", bdir / "executed", bdir / "artifacts"
-    for d in (state_dir, exe_dir, art_root):
+    log_dir = bdir / "logs"
+    for d in (state_dir, exe_dir, art_root, log_dir):
         d.mkdir(parents=True, exist_ok=True)
     state_path = state_dir / f"{name}.json"
     key = notebook_key(project, name, params, profile, device)
+    timeout_s = CELL_TIMEOUT_S[profile] if timeout_s is None else timeout_s
 
     with open(state_dir / f"{name}.lock", "w") as lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)  # two makes on one notebook never interleave
+        try:
+            fcntl.flock(lockf, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another make runs this chapter: wait for it, then re-check
+            log(f"[{profile}] {name}: another run holds this chapter; waiting for it")
+            fcntl.flock(lockf, fcntl.LOCK_EX)
+        _clear_leftovers(bdir, name)
         old = _read_state(state_path)
-        if (not force and old and old.get("key") == key and old.get("status") == "ok"
-                and (exe_dir / f"{name}.ipynb").exists()):
-            log(f"[{profile}] {name}: up to date")
-            return {**old, "skipped": True}
+        if not force and old and old.get("key") == key and old.get("status") == "ok":
+            why = verify_outputs(bdir, name, old)
+            if why is None:
+                log(f"[{profile}] {name}: up to date")
+                return {**old, "skipped": True}
+            log(f"[{profile}] {name}: stale: {why}; re-executing")
+        elif not force and old is None and state_path.exists():
+            log(f"[{profile}] {name}: stale: its state file is unreadable; re-executing")
 
-        log(f"[{profile}] {name}: executing on {device} ...")
+        log(f"[{profile}] {name}: executing on {device} (log: {_rel(project, log_dir)}/{name}.log)")
         prov = provenance(profile, device).as_dict()
         tmp_art = art_root / f".{name}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp_art, ignore_errors=True)
         tmp_art.mkdir(parents=True)
         tmp_nb = exe_dir / f".{name}.tmp-{os.getpid()}.ipynb"
         nb = jupytext.read(project.notebook_path(name))
@@ -315,13 +385,15 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
         status, error = "ok", None
         sock_dir = tempfile.mkdtemp(prefix="moe-kernel-")       # private (0700)
         try:
-            out = pm.execute_notebook(nb, str(tmp_nb), parameters=injected, kernel_name="python3",
-                                      cwd=str(project.notebooks_dir), progress_bar=False,
-                                      log_output=False, request_save_on_cell_execute=False,
-                                      kernel_manager_class=_ipc_kernel_manager(sock_dir))
+            with _chapter_log(log_dir / f"{name}.log"):
+                out = pm.execute_notebook(
+                    nb, str(tmp_nb), parameters=injected, kernel_name="python3",
+                    cwd=str(project.notebooks_dir), progress_bar=False, log_output=True,
+                    request_save_on_cell_execute=False, execution_timeout=timeout_s,
+                    kernel_manager_class=_ipc_kernel_manager(sock_dir))
         except Exception as exc:  # noqa: BLE001 -- any notebook error is reported, not raised
             status = "failed"
-            error = _short_error(exc)
+            error = _short_error(exc, timeout_s)
             out = None
         finally:
             shutil.rmtree(sock_dir, ignore_errors=True)
@@ -341,6 +413,7 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
                 os.replace(final, trash)
             os.replace(tmp_art, final)
             shutil.rmtree(trash, ignore_errors=True)
+            record["outputs"] = output_checksums(bdir, name)
             log(f"[{profile}] {name}: ok in {wall:.1f} s")
         else:
             failed_dir = bdir / "failed"
@@ -348,6 +421,9 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
             if tmp_nb.exists():
                 os.replace(tmp_nb, failed_dir / f"{name}.ipynb")
             shutil.rmtree(tmp_art, ignore_errors=True)
+            if old and old.get("status") == "ok" and verify_outputs(bdir, name, old) is None:
+                # the previous good outputs stay in place and stay verifiable
+                record["outputs"] = old["outputs"]
             log(f"[{profile}] {name}: FAILED after {wall:.1f} s: {error}")
         if tmp_nb.exists():
             tmp_nb.unlink()
@@ -355,9 +431,52 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
         return record
 
 
-def _short_error(exc: BaseException) -> str:
+def _rel(project: Project, path: Path) -> str:
+    try:
+        return str(path.relative_to(project.root))
+    except ValueError:
+        return str(path)
+
+
+class _chapter_log:
+    """Route papermill's cell-output logging (and nbclient's) into one file per chapter for the
+    duration of an execution."""
+
+    def __init__(self, path: Path):
+        import logging
+
+        self.path = path
+        self.handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+        self.handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        self.loggers = [logging.getLogger(n) for n in ("papermill", "nbclient")]
+
+    def __enter__(self):
+        import logging
+
+        self.saved = [(lg.level, lg.propagate) for lg in self.loggers]
+        for lg in self.loggers:
+            lg.addHandler(self.handler)
+            lg.setLevel(logging.INFO)
+            lg.propagate = False          # the terminal shows one line per chapter, not this
+        return self
+
+    def __exit__(self, *exc):
+        for lg, (level, prop) in zip(self.loggers, self.saved):
+            lg.removeHandler(self.handler)
+            lg.setLevel(level)
+            lg.propagate = prop
+        self.handler.close()
+        return False
+
+
+def _short_error(exc: BaseException, timeout_s: float | None = None) -> str:
     """One readable line: papermill's error name, value and the cell it happened in."""
     ename = getattr(exc, "ename", type(exc).__name__)
+    if ename in ("CellTimeoutError", "TimeoutError") or "timed out" in str(exc).lower():
+        cell = getattr(exc, "exec_count", None)
+        return (f"a cell ran longer than the {timeout_s:g} s cell timeout"
+                + (f" (cell [{cell}])" if cell is not None else "")
+                + "; raise it with make execute TIMEOUT=seconds")
     evalue = getattr(exc, "evalue", str(exc))
     cell = getattr(exc, "exec_count", None)
     where = f" (cell [{cell}])" if cell is not None else ""
@@ -393,7 +512,7 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
     sources so that none can reach the HTML, the page sources or the search index)."""
     import nbformat
 
-    from . import bookpages
+    from . import pages as bookpages
     from .classroom import strip_notebook, strip_solutions
 
     if edition not in EDITIONS:
@@ -426,7 +545,12 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
         states[name] = _read_state(bdir / "state" / f"{name}.json")
         exe = bdir / "executed" / f"{name}.ipynb"
         dst = chapters / f"{name}.ipynb"
-        if exe.exists() and student:
+        broken = exe.exists() and verify_outputs(bdir, name, states[name])
+        if broken:  # never hand Sphinx a truncated or altered notebook
+            states[name] = {**(states[name] or {}), "status": "corrupt",
+                            "error": f"outputs do not verify ({broken}); run make execute"}
+            _write_if_changed(dst, bookpages.not_executed_notebook(name, states[name]))
+        elif exe.exists() and student:
             nb = nbformat.read(exe, as_version=4)
             strip_notebook(nb)
             _write_if_changed(dst, nbformat.writes(nb))
@@ -453,9 +577,12 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
 def failed(project: Project, profile: str) -> list[dict]:
     bad = []
     for name in project.notebook_names():
-        st = _read_state(project.build_dir(profile) / "state" / f"{name}.json")
+        bdir = project.build_dir(profile)
+        st = _read_state(bdir / "state" / f"{name}.json")
         if st is None or st.get("status") != "ok":
             bad.append(st or {"notebook": name, "status": "not executed", "error": None})
+        elif (why := verify_outputs(bdir, name, st)) is not None:
+            bad.append({**st, "status": "corrupt", "error": why})
     return bad
 
 
@@ -464,7 +591,7 @@ def failed(project: Project, profile: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m moe_routing.pipeline", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m moe_book.pipeline", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     for cmd in ("validate", "run", "stage", "report"):
@@ -477,6 +604,8 @@ def main(argv: list[str] | None = None) -> int:
                            help="print the resolved device (auto -> cuda or cpu)")
         if cmd == "run":
             p.add_argument("--force", action="store_true", help="execute even if up to date")
+            p.add_argument("--timeout", type=float, default=None,
+                           help="cell timeout in seconds (default: the profile's)")
         if cmd == "stage":
             p.add_argument("--edition", default="full", help="full | student")
     args = ap.parse_args(argv)
@@ -493,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
             status = 0
             for name in names:
                 rec = run_notebook(project, name, args.profile, device, params[name],
-                                   force=args.force)
+                                   force=args.force, timeout_s=args.timeout)
                 status |= rec["status"] != "ok"
             return status
         if args.cmd == "stage":

@@ -1,0 +1,228 @@
+"""The library's one idiom for checking arguments.
+
+Every public constructor and function checks its arguments *before* any long work starts and
+raises ``ValueError`` with one message that names the argument, shows the bad value and says what
+is accepted -- never returns a number computed from NaN.  NumPy and torch scalars are accepted
+wherever the Python type is (``np.float32(1e-3)`` as an ε, ``np.int64(4)`` as a count); ``bool``
+is never accepted as a number.
+
+    >>> number("tau", float("nan"), low=0, low_open=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: tau = nan is not allowed; accepted: a finite number > 0
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+
+def fail(name: str, value: Any, accepted: str) -> None:
+    """Raise the library's standard error for argument ``name``."""
+    shown = value if isinstance(value, str) and len(value) > 80 else repr(value)
+    if isinstance(shown, str) and len(shown) > 200:
+        shown = shown[:200] + " …"
+    raise ValueError(f"{name} = {shown} is not allowed; accepted: {accepted}")
+
+
+def require(ok: bool, name: str, value: Any, accepted: str) -> None:
+    """``fail`` unless ``ok``."""
+    if not ok:
+        fail(name, value, accepted)
+
+
+def _is_scalar_number(value: Any) -> bool:
+    """Python/NumPy real scalars and 0-d real NumPy arrays or torch tensors; never a bool."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, numbers.Real):          # int, float, np.floating, np.integer
+        return True
+    if getattr(value, "ndim", None) != 0:
+        return False
+    dtype = getattr(value, "dtype", None)
+    if hasattr(dtype, "is_floating_point"):      # torch.dtype
+        return not dtype.is_complex and dtype != __import__("torch").bool
+    return dtype is not None and np.issubdtype(dtype, np.number) and \
+        not np.issubdtype(dtype, np.complexfloating)
+
+
+def _range_text(low, high, low_open, high_open) -> str:
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '≥'} {low:g}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '≤'} {high:g}")
+    return " and ".join(parts)
+
+
+def number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
+           low_open: bool = False, high_open: bool = False) -> float:
+    """A finite real scalar in the given range, returned as a Python ``float``."""
+    rng = _range_text(low, high, low_open, high_open)
+    accepted = "a finite number" + (f" {rng}" if rng else "")
+    if not _is_scalar_number(value):
+        fail(name, value, accepted)
+    v = float(value)
+    ok = np.isfinite(v)
+    if ok and low is not None:
+        ok = v > low if low_open else v >= low
+    if ok and high is not None:
+        ok = v < high if high_open else v <= high
+    require(bool(ok), name, value, accepted)
+    return v
+
+
+def positive(name: str, value: Any) -> float:
+    """A finite number > 0."""
+    return number(name, value, low=0, low_open=True)
+
+
+def probability(name: str, value: Any, *, open_interval: bool = True) -> float:
+    """A number in (0, 1) (or [0, 1] with ``open_interval=False``)."""
+    return number(name, value, low=0, high=1, low_open=open_interval, high_open=open_interval)
+
+
+def integer(name: str, value: Any, *, low: int | None = None, high: int | None = None) -> int:
+    """An integer (Python, NumPy or an integral float such as ``2.0 ** 10``) in [low, high]."""
+    rng = _range_text(low, high, False, False)
+    accepted = "an integer" + (f" {rng}" if rng else "")
+    if isinstance(value, (bool, np.bool_)):
+        fail(name, value, accepted)
+    if isinstance(value, (numbers.Integral, np.integer)):
+        v = int(value)
+    elif isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+        v = int(value)
+    else:
+        fail(name, value, accepted)
+    require((low is None or v >= low) and (high is None or v <= high), name, value, accepted)
+    return v
+
+
+def choice(name: str, value: Any, accepted: tuple | list) -> Any:
+    """One of ``accepted``."""
+    require(value in accepted, name, value, "one of " + ", ".join(map(repr, accepted)))
+    return value
+
+
+def finite_array(name: str, value: Any, *, ndim: int | tuple[int, ...] | None = None,
+                 shape: tuple[int | None, ...] | None = None, nonempty: bool = True,
+                 low: float | None = None, low_open: bool = False) -> np.ndarray:
+    """A real array with finite entries (float64 NumPy copy), of the given ``ndim`` or ``shape``
+    (``None`` in ``shape`` matches any size), non-empty unless allowed, entries above ``low``."""
+    try:
+        a = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+    except (TypeError, ValueError):
+        fail(name, type(value).__name__, "a real array")
+    if a.dtype == np.bool_ or not (np.issubdtype(a.dtype, np.integer)
+                                   or np.issubdtype(a.dtype, np.floating)):
+        fail(name, f"an array of dtype {a.dtype}", "a real (integer or float) array")
+    a = a.astype(np.float64, copy=True)
+    if ndim is not None:
+        ndims = (ndim,) if isinstance(ndim, int) else ndim
+        require(a.ndim in ndims, f"{name}.ndim", a.ndim, " or ".join(map(str, ndims)))
+    if shape is not None:
+        ok = a.ndim == len(shape) and all(s is None or s == t for s, t in zip(shape, a.shape))
+        want = "(" + ", ".join("n" if s is None else str(s) for s in shape) + ")"
+        require(ok, f"{name}.shape", tuple(a.shape), f"shape {want}")
+    if nonempty:
+        require(a.size > 0, f"{name}.size", a.size, "a non-empty array")
+    bad = ~np.isfinite(a)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        fail(f"{name}[{', '.join(map(str, idx))}]", float(a[idx]), "finite entries (no NaN or Inf)")
+    if low is not None:
+        below = a <= low if low_open else a < low
+        if below.any():
+            idx = tuple(int(i) for i in np.argwhere(below)[0])
+            fail(f"{name}[{', '.join(map(str, idx))}]", float(a[idx]),
+                 f"entries {'>' if low_open else '≥'} {low:g}")
+    return a
+
+
+def finite_tensor(name: str, value: Any, **kw):
+    """Like :func:`finite_array` for a torch tensor; returns the tensor itself (not a copy)."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        fail(name, type(value).__name__, "a torch.Tensor")
+    finite_array(name, value, **kw)
+    return value
+
+
+# ------------------------------------------------------------------ arguments of paper B's library
+# Generic shapes of argument that the boundary-mass and landscape modules share (and any other
+# module may use): temperatures, slab widths, input points, seeds, objects of a given kind.
+
+def flag(name: str, value: Any) -> bool:
+    """A ``bool`` (Python or NumPy); ``0``/``1`` are not flags."""
+    require(isinstance(value, (bool, np.bool_)), name, value, "True or False")
+    return bool(value)
+
+
+def temperature(name: str, value: Any) -> float:
+    """A softmax temperature τ: a finite number > 0.
+
+    τ = 0 is the hard router, which has its own functions (``hard_gates``, ``hard_risk``, …):
+    accepting it here would divide by zero; τ = ∞ (the uniform gate) is never a limit taken.
+    """
+    return number(name, value, low=0, low_open=True)
+
+
+def temperatures(name: str, value: Any) -> np.ndarray:
+    """One temperature or a 1-D array of them, as a non-empty 1-D float64 array of finite τ > 0.
+
+    Estimators that take several τ evaluate them on one sample or one set of nodes (common
+    random numbers), so a whole grid is one argument.
+    """
+    if _is_scalar_number(value):
+        return np.array([temperature(name, value)])
+    return finite_array(name, value, ndim=1, low=0, low_open=True)
+
+
+def widths(name: str, value: Any, *, positive: bool = False) -> np.ndarray:
+    """One slab width w or a 1-D array of them, as a non-empty 1-D float64 array of finite
+    w ≥ 0 (w > 0 with ``positive=True``, e.g. for a fit on log–log axes)."""
+    if _is_scalar_number(value):
+        return np.array([number(name, value, low=0, low_open=positive)])
+    return finite_array(name, value, ndim=1, low=0, low_open=positive)
+
+
+def points(name: str, value: Any, dim: int) -> np.ndarray:
+    """Input points as an (n, d) float64 array with finite entries, d matching the router or law
+    that evaluates them (a 1-D array is n points when d = 1)."""
+    a = finite_array(name, value, ndim=(1, 2) if dim == 1 else 2)
+    if a.ndim == 1:
+        a = a[:, None]
+    require(a.shape[1] == dim, f"{name}.shape", tuple(a.shape),
+            f"shape (n, {dim}) to match dimension d = {dim}")
+    return a
+
+
+def generator(name: str, value: Any) -> np.random.Generator:
+    """A NumPy random generator from ``None`` (fresh entropy), a seed (an integer ≥ 0), a
+    ``SeedSequence``, or a ``Generator`` (returned as is, so that callers can share one stream)."""
+    if isinstance(value, np.random.Generator):
+        return value
+    if value is None or isinstance(value, np.random.SeedSequence):
+        return np.random.default_rng(value)
+    accepted = "None, an integer seed ≥ 0, a numpy SeedSequence or a numpy Generator"
+    ok = not isinstance(value, (bool, np.bool_)) and (
+        isinstance(value, (numbers.Integral, np.integer))
+        or (isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer()))
+    require(ok and int(value) >= 0, name, value, accepted)
+    return np.random.default_rng(int(value))
+
+
+def instance(name: str, value: Any, types: type | tuple[type, ...], accepted: str) -> Any:
+    """``value`` itself when it is an instance of ``types`` (a law, a router, a model, …)."""
+    require(isinstance(value, types), name, value, accepted)
+    return value
+
+
+def function(name: str, value: Any) -> Any:
+    """``value`` itself when it is callable (a teacher f*, experts, a derivative oracle)."""
+    require(callable(value), name, value, "a callable")
+    return value

@@ -1,0 +1,71 @@
+"""What re-executes what: the chapter keys and the training-run cache hash exactly what their
+results depend on (the science library), not the book tooling, page templates or claims' wording.
+
+Checked on a copy of this repository's own files, edited one at a time.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from moe_book import pipeline as pl
+from moe_routing.fingerprint import source_fingerprint
+from moe_routing.experiments.task_routing import TRAINING_CODE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def copy(tmp_path: Path) -> pl.Project:
+    dst = tmp_path / "repo"
+    for part in ("notebooks", "book", "src", "tooling", "assignments"):
+        shutil.copytree(ROOT / part, dst / part,
+                        ignore=shutil.ignore_patterns("_build", "__pycache__", "*.egg-info"))
+    shutil.copy(ROOT / "requirements.lock", dst / "requirements.lock")
+    return pl.Project(dst, library=dst / "src" / "moe_routing")
+
+
+def keys(project: pl.Project) -> dict[str, str]:
+    params, _ = pl.validate(project, "default", "cpu")
+    return {n: pl.notebook_key(project, n, params[n], "default", "cpu")
+            for n in project.notebook_names()}
+
+
+def append(path: Path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("edit", [
+    "tooling/moe_book/pages.py",          # a page template
+    "tooling/moe_book/pipeline.py",       # the pipeline itself
+    "tooling/moe_book/exercises.py",      # the exercise-index heuristic
+    "src/moe_routing/claims.yaml",        # the wording of a claim
+    "book/_config.yml",                   # the book's configuration
+    "book/teaching.md",                   # a hand-written page
+])
+def test_tooling_and_wording_edits_reexecute_nothing(copy, edit):
+    before = keys(copy)
+    append(copy.root / edit, "\n# edited\n")
+    assert keys(copy) == before
+
+
+def test_science_edits_reexecute_the_chapters(copy):
+    before = keys(copy)
+    append(copy.library / "boundary" / "mass.py", "\n# edited\n")
+    after = keys(copy)
+    assert all(after[n] != before[n] for n in before)
+
+
+def test_training_cache_follows_the_training_code_only(copy):
+    fp = lambda: source_fingerprint(TRAINING_CODE, root=copy.library)  # noqa: E731
+    before = fp()
+    for unrelated in ("boundary/mass.py", "landscape/symmetry.py", "claims.yaml", "plots.py"):
+        append(copy.library / unrelated, "\n# edited\n")
+    assert fp() == before
+    for related in ("model/train.py", "knowledge/dataset.py", "routing_metrics.py"):
+        mid = fp()
+        append(copy.library / related, "\n# edited\n")
+        assert fp() != mid, related

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from moe_book import pipeline as pl
-from moe_routing.fingerprint import source_fingerprint
 from moe_routing.experiments.task_routing import TRAINING_CODE
+from moe_routing.fingerprint import source_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 

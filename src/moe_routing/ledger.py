@@ -23,6 +23,9 @@ import yaml
 from .atomic import atomic_write_json
 
 VERDICTS = ("reproduced", "partly", "not reproduced", "our extension")
+# Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
+# without an emoji font.
+BADGES = {"reproduced": "✓", "partly": "◐", "not reproduced": "✗", "our extension": "+"}
 
 
 @lru_cache(maxsize=1)
@@ -50,8 +53,7 @@ class Claim:
     note: str = ""
 
     def _repr_markdown_(self) -> str:
-        badge = {"reproduced": "✓", "partly": "◐", "not reproduced": "✗",
-                 "our extension": "+"}[self.verdict]
+        badge = BADGES[self.verdict]
         note = f"<br>*{html.escape(self.note)}*" if self.note else ""
         return (f"**Ledger — {self.id}** ({self.where}): {badge} **{self.verdict}**  \n"
                 f"*Paper:* {self.claim}  \n*Measured:* {self.measured}{note}")

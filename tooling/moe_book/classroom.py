@@ -15,54 +15,21 @@ Recognised forms (MyST):
 
 from __future__ import annotations
 
-import re
-
-_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})\{(?P<name>solution(?:-start)?)\}")
-_GATE_END = re.compile(r"^[ \t]*(`{3,}|:{3,})\{solution-end\}")
+from .myst import directive_blocks
 
 
 def strip_solutions(text: str) -> str:
     """Remove every solution block from MyST markdown ``text``; everything else is kept."""
     lines = text.splitlines(keepends=True)
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        m = _OPEN.match(lines[i])
-        if not m:
-            out.append(lines[i])
-            i += 1
-            continue
-        fence = m.group("fence")
-        if m.group("name") == "solution-start":
-            # Skip to the matching {solution-end} directive (and its own closing fence).
-            j = i + 1
-            while j < len(lines) and not _GATE_END.match(lines[j]):
-                j += 1
-            if j == len(lines):
-                raise ValueError(f"unterminated {{solution-start}} at line {i + 1}")
-            end_fence = _GATE_END.match(lines[j]).group(1)
-            k = j + 1
-            while k < len(lines) and not _closes(lines[k], end_fence):
-                k += 1
-            i = k + 1
-        else:
-            j = i + 1
-            # CommonMark: the block ends at the first bare fence of the same character at least
-            # as long as the opening one (nested directives use shorter fences).
-            while j < len(lines) and not _closes(lines[j], fence):
-                j += 1
-            if j == len(lines):
-                raise ValueError(f"unterminated {{solution}} block at line {i + 1}")
-            i = j + 1
+    drop: set[int] = set()
+    for block in directive_blocks(text, ("solution",)):
+        end = block.end
         # Drop one blank line after the removed block so paragraphs do not pile up.
-        if i < len(lines) and not lines[i].strip() and out and not out[-1].strip():
-            i += 1
-    return "".join(out)
-
-
-def _closes(line: str, fence: str) -> bool:
-    s = line.strip()
-    return bool(s) and set(s) == {fence[0]} and len(s) >= len(fence)
+        if (end < len(lines) and not lines[end].strip() and block.start > 0
+                and not lines[block.start - 1].strip()):
+            end += 1
+        drop.update(range(block.start, end))
+    return "".join(line for i, line in enumerate(lines) if i not in drop)
 
 
 def strip_notebook(nb) -> int:

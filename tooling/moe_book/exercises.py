@@ -17,10 +17,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})\{(?P<name>exercise|solution)"
-                   r"(?P<gated>-start)?\}[ \t]*(?P<arg>.*)$")
-_GATE_END = re.compile(r"^[ \t]*(`{3,}|:{3,})\{(exercise|solution)-end\}")
-_OPTION = re.compile(r"^[ \t]*:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
+from .myst import directive_blocks, table_cell
+
 # inline code (not a role such as {prf:ref}`x`) or words that ask to run something
 _CODE_WORDS = re.compile(r"(?<![}`])`[^`$]+`|\b(cell|code|run|rerun|implement|simulate)\b",
                          re.IGNORECASE)
@@ -78,67 +76,19 @@ def _has_code_block(text: str) -> bool:
     return False
 
 
-def _closes(line: str, fence: str) -> bool:
-    s = line.strip()
-    return bool(s) and set(s) == {fence[0]} and len(s) >= len(fence)
-
-
-def _blocks(text: str) -> list[tuple[str, str, dict[str, str], str]]:
-    """(directive, argument, options, body) of every exercise/solution block, in order."""
-    lines = text.splitlines()
-    out = []
-    i = 0
-    while i < len(lines):
-        m = _OPEN.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        fence, name, arg = m.group("fence"), m.group("name"), m.group("arg").strip()
-        j = i + 1
-        opts: dict[str, str] = {}
-        while j < len(lines) and (om := _OPTION.match(lines[j])):
-            opts[om.group("key")] = om.group("value").strip()
-            j += 1
-        if m.group("gated"):
-            # the directive itself closes at its fence; the content runs to {…-end}
-            k = j
-            while k < len(lines) and not _closes(lines[k], fence):
-                k += 1
-            end = k + 1
-            while end < len(lines) and not _GATE_END.match(lines[end]):
-                end += 1
-            if end == len(lines):
-                raise ValueError(f"unterminated {{{name}-start}} at line {i + 1}")
-            body = "\n".join(lines[k + 1:end])
-            k = end + 1
-            while k < len(lines) and not _closes(lines[k], _GATE_END.match(lines[end]).group(1)):
-                k += 1
-        else:
-            k = j
-            while k < len(lines) and not _closes(lines[k], fence):
-                k += 1
-            if k == len(lines):
-                raise ValueError(f"unterminated {{{name}}} block at line {i + 1}")
-            body = "\n".join(lines[j:k])
-        out.append((name, arg, opts, body.strip()))
-        i = k + 1
-    return out
-
-
 def find_exercises(chapter: str, text: str) -> list[Exercise]:
     """The exercises of one chapter's MyST source, each joined with its solution."""
-    blocks = _blocks(text)
-    solutions = {arg.split()[0]: body for name, arg, _, body in blocks
-                 if name == "solution" and arg}
+    blocks = directive_blocks(text, ("exercise", "solution"))
+    solutions = {b.arg.split()[0]: b.body for b in blocks if b.name == "solution" and b.arg}
     found = []
-    for name, arg, opts, body in blocks:
-        if name != "exercise":
+    for b in blocks:
+        if b.name != "exercise":
             continue
-        label = opts.get("label", "")
+        label = b.options.get("label", "")
         if not label:
             raise ValueError(f"{chapter}: an exercise without :label: (its solution cannot refer "
-                             f"to it): {body[:60]!r}")
-        found.append(Exercise(chapter, label, arg, body, solutions.get(label, "")))
+                             f"to it): {b.body[:60]!r}")
+        found.append(Exercise(chapter, label, b.arg, b.body, solutions.get(label, "")))
     return found
 
 
@@ -161,10 +111,6 @@ def problems(rows: list[Exercise], names: list[str], minimum: int = 2) -> list[s
     return out
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ").strip()
-
-
 def exercises_page(rows: list[Exercise], titles: dict[str, str]) -> str:
     """A MyST page listing every chapter's exercises (``titles``: chapter name → title)."""
     lines = ["# Exercises by chapter", "",
@@ -174,12 +120,12 @@ def exercises_page(rows: list[Exercise], titles: dict[str, str]) -> str:
              "**pen-and-paper** otherwise.", ""]
     for name, title in titles.items():
         mine = [r for r in rows if r.chapter == name]
-        lines += [f"## [{_cell(title)}](../chapters/{name}.ipynb)", ""]
+        lines += [f"## [{table_cell(title)}](../chapters/{name}.ipynb)", ""]
         if not mine:
             lines += ["No exercises yet.", ""]
             continue
         lines += ["| # | Label | Kind | Statement (opening) |", "|---|---|---|---|"]
         for k, r in enumerate(mine, 1):
-            lines.append(f"| {k} | `{r.label}` | {r.kind} | {_cell(r.summary)} |")
+            lines.append(f"| {k} | `{r.label}` | {r.kind} | {table_cell(r.summary)} |")
         lines.append("")
     return "\n".join(lines)

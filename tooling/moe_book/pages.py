@@ -14,18 +14,13 @@ from pathlib import Path
 
 import yaml
 
-from moe_routing.ledger import VERDICTS, load_claims, registry
+from moe_routing.ledger import BADGES, VERDICTS, load_claims, registry
+
+from .myst import table_cell
 
 # Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
 # without an emoji font.
-VERDICT_BADGE = {"reproduced": "✓ reproduced", "partly": "◐ partly",
-                 "not reproduced": "✗ not reproduced", "our extension": "+ our extension",
-                 "pending": "… pending"}
-
-
-def _cell(text: object) -> str:
-    """Make text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+VERDICT_BADGE = {**{v: f"{BADGES[v]} {v}" for v in VERDICTS}, "pending": "… pending"}
 
 
 def _anchor(claim_id: str) -> str:
@@ -73,7 +68,7 @@ def status_page(project, profile: str, states: dict[str, dict | None]) -> str:
     for name in chapter_order(project):
         st = states.get(name)
         title = _title(project.notebook_path(name))
-        link = f"[{_cell(title)}](../chapters/{name}.ipynb)"
+        link = f"[{table_cell(title)}](../chapters/{name}.ipynb)"
         if st is None:
             lines.append(f"| {link} | not executed | | | | |")
             continue
@@ -82,10 +77,10 @@ def status_page(project, profile: str, states: dict[str, dict | None]) -> str:
         finished.append(st.get("finished_at", ""))
         lines.append(
             f"| {link} | {status} | {st.get('wall_s', 0):.1f} s | "
-            f"{_cell(prov.get('device_name', ''))} | {_cell(prov.get('torch_version', ''))} | "
-            f"`{_cell(prov.get('git_commit', ''))}` |")
+            f"{table_cell(prov.get('device_name', ''))} | {table_cell(prov.get('torch_version', ''))} | "
+            f"`{table_cell(prov.get('git_commit', ''))}` |")
         if st.get("error"):
-            errors.append(f"- **{_cell(title)}**: `{_cell(st['error'])}`")
+            errors.append(f"- **{table_cell(title)}**: `{table_cell(st['error'])}`")
     total = sum((s or {}).get("wall_s", 0) for s in states.values())
     lines += ["", f"Total execution time of the listed runs: {total:.1f} s"
               + (f"; the latest finished at {max(finished)} (UTC)." if finished else ".")
@@ -141,7 +136,7 @@ def ledger_page(project, profile: str) -> str:
         out += ["", f"## {heading}", "", "| Claim | Where | Verdict | Chapter |",
                 "|---|---|---|---|"]
         for r in sel:
-            out.append(f"| [`{r['id']}`](#{_anchor(r['id'])}) | {_cell(r['where'])} | "
+            out.append(f"| [`{r['id']}`](#{_anchor(r['id'])}) | {table_cell(r['where'])} | "
                        f"{VERDICT_BADGE[r['verdict']]} | {_chapter_link(r)} |")
         for r in sel:
             out += ["", f"({_anchor(r['id'])})=", f"### `{r['id']}` — {r['where']}", "",

@@ -1,12 +1,20 @@
-"""The reproduction ledger: ids, verdicts, and the file the book's ledger page reads."""
+"""The reproduction ledger: ids, verdicts decided by rules, the verdict box, the file the book's
+ledger page reads."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from moe_routing.ledger import VERDICTS, Ledger, load_claims, registry
+from moe_routing.ledger import BADGES, SOURCES, Ledger, load_claims, registry
+from moe_routing.verdicts import VERDICTS, Verdict, rule
+
+
+@rule
+def threshold_rule(x: float):
+    return ("reproduced", f"x = {x} ≥ 1") if x >= 1 else ("partly", f"x = {x} < 1")
 
 
 def test_registry_holds_both_papers_claims():
@@ -14,32 +22,68 @@ def test_registry_holds_both_papers_claims():
     assert {c["paper"] for c in reg.values()} == {"A", "B"}
     assert "A-thm42-accuracy" in reg and "B-symmetry-inverse-tau" in reg
     assert all(c["criterion"] and c["claim"] and c["where"] for c in reg.values())
+    assert all(c.get("source", "summary") in SOURCES for c in reg.values())
+
+
+def test_every_verdict_has_a_badge_and_verdicts_are_checked():
+    assert set(BADGES) == set(VERDICTS)
+    with pytest.raises(ValueError, match="verdict = 'sort of' is not allowed"):
+        Verdict("sort of", "because", "r")
+    with pytest.raises(ValueError, match="reason"):
+        Verdict("partly", "", "r")
+
+
+def test_rule_stamps_its_name():
+    v = threshold_rule(0.5)
+    assert (v.verdict, v.reason) == ("partly", "x = 0.5 < 1")
+    assert v.rule.endswith("test_ledger.threshold_rule")
 
 
 def test_record_writes_claims_json_atomically(tmp_path):
     led = Ledger(tmp_path / "art", notebook="demo")
-    c = led.record("B-bm-binary", measured="slope 1.00 ± 0.01", verdict="reproduced")
-    assert c.paper == "B" and c.where == "§2.2"
-    led.record("X-demo", measured="3", verdict="our extension", where="here", claim="c")
-    led.record("B-bm-binary", measured="slope 0.98", verdict="partly")   # re-record replaces
+    c = led.record("B-bm-binary", measured="slope 1.00 ± 0.01", verdict=threshold_rule(2),
+                   key="slope 1.00")
+    assert c.paper == "B" and c.verdict == "reproduced" and c.rule == threshold_rule(2).rule
+    led.record("X-demo", measured="3", verdict=Verdict("our extension", "ours", "r"),
+               where="here", claim="c")
+    led.record("B-bm-binary", measured="slope 0.98", verdict=threshold_rule(0.98))  # replaces
     data = json.loads((tmp_path / "art" / "claims.json").read_text())
     assert [d["id"] for d in data] == ["B-bm-binary", "X-demo"]
-    assert data[0]["verdict"] == "partly"
-    assert load_claims(tmp_path)[1]["paper"] == "ours"
-    assert "partly" in c._repr_markdown_() or "reproduced" in c._repr_markdown_()
+    assert data[0]["verdict"] == "partly" and data[0]["reason"] == "x = 0.98 < 1"
+    assert load_claims(tmp_path)[1]["paper"] == "ours" and load_claims(tmp_path)[1]["source"] == "ours"
+
+
+def test_verdict_box_shows_claim_measurement_verdict_reason_and_link(tmp_path):
+    c = Ledger(None, notebook="demo").record("A-thm42-routing", measured="routed 97 %",
+                                             verdict=threshold_rule(0.97))
+    box = c._repr_html_()
+    text = re.sub(r"<[^>]+>", " ", box)
+    assert "◐ partly" in text and "✓" not in text             # the verdict, not another one
+    assert "routed 97 %" in text and "x = 0.97 &lt; 1" in box
+    assert "ledger.html#ledger-a-thm42-routing" in box
+    assert registry()["A-thm42-routing"]["where"] in text
+    summary = Ledger(None, notebook="demo")
+    summary.record("A-thm42-routing", measured="m", verdict=threshold_rule(3), key="k = 3")
+    table = summary.summary()._repr_html_()
+    assert table.count("<tr>") == 2 and "k = 3" in table and "✓ reproduced" in table
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(id="B-nope", measured="1", verdict="reproduced"), "unknown claim id 'B-nope'"),
+    (dict(id="B-nope", measured="1", verdict=Verdict("partly", "r", "r")), "unknown claim id 'B-nope'"),
     (dict(id="B-bm-binary", measured="1", verdict="sort of"), "unknown verdict 'sort of'"),
-    (dict(id="X-new", measured="1", verdict="our extension"), "needs both `where` and `claim`"),
+    (dict(id="B-bm-binary", measured="1", verdict=0.5), "must be a moe_routing.verdicts.Verdict"),
+    (dict(id="X-new", measured="1", verdict=Verdict("our extension", "r", "r")),
+     "needs both `where` and `claim`"),
+    (dict(id="B-bm-binary", measured="1", verdict=Verdict("partly", "r", "r"), source="blog"),
+     "source = 'blog'"),
 ])
 def test_bad_records_are_refused(tmp_path, kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match):
         Ledger(tmp_path, notebook="demo").record(**kwargs)
 
 
 def test_without_artifacts_dir_nothing_is_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    Ledger(None, notebook="demo").record("A-thm42-routing", measured="x", verdict=VERDICTS[0])
+    Ledger(None, notebook="demo").record("A-thm42-routing", measured="x",
+                                         verdict=threshold_rule(1))
     assert list(tmp_path.iterdir()) == []

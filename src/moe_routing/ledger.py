@@ -21,11 +21,21 @@ from pathlib import Path
 import yaml
 
 from .atomic import atomic_write_json
+from .verdicts import VERDICTS, Verdict
 
-VERDICTS = ("reproduced", "partly", "not reproduced", "our extension")
 # Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
 # without an emoji font.
-BADGES = {"reproduced": "✓", "partly": "◐", "not reproduced": "✗", "our extension": "+"}
+BADGES = {"reproduced": "✓", "reproduced for our construction": "☑", "partly": "◐",
+          "not reproduced": "✗", "our extension": "+"}
+# Where a statement about a paper comes from (what is known of the papers is their abstracts
+# and summaries of them; the full texts were not available to the book).
+SOURCES = ("abstract", "summary", "secondary summary", "ours")
+
+
+def anchor(claim_id: str) -> str:
+    """The anchor of a claim's row on the ledger page (``A-thm42-routing`` →
+    ``ledger-a-thm42-routing``)."""
+    return "ledger-" + claim_id.lower().replace(" ", "-")
 
 
 @lru_cache(maxsize=1)
@@ -43,6 +53,8 @@ def registry() -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class Claim:
+    """One recorded claim: the paper's statement, our measurement and the rule's verdict."""
+
     id: str
     paper: str
     where: str
@@ -51,12 +63,56 @@ class Claim:
     verdict: str
     notebook: str
     note: str = ""
+    key: str = ""          # the key number, short ("max P(invalid) = 2.0e-4")
+    reason: str = ""       # the deciding rule's one-line reason
+    rule: str = ""         # the deciding rule (a function of moe_routing.verdicts)
+    source: str = ""       # where the statement about the paper comes from (SOURCES)
+    short: str = ""        # the claim in one line
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        cls = self.verdict.replace(" ", "-")
+        link = f"../generated/ledger.html#{anchor(self.id)}"
+        src = f" <span class='ledger-source'>[{e(self.source)}]</span>" if self.source else ""
+        rows = [f"<p class='admonition-title'>Ledger · {e(self.id)} — {BADGES[self.verdict]} "
+                f"{e(self.verdict)}</p>",
+                f"<p><b>Claim</b> ({e(self.where)}){src}: {e(self.short or self.claim)}</p>",
+                f"<p><b>Measured:</b> {e(self.measured)}</p>",
+                f"<p><b>Why this verdict:</b> {e(self.reason)}</p>"]
+        if self.note:
+            rows.append(f"<p><i>{e(self.note)}</i></p>")
+        rows.append(f"<p class='ledger-link'><a href='{link}'>Row {e(self.id)} of the "
+                    "reproduction ledger</a></p>")
+        return f"<div class='admonition ledger-verdict verdict-{cls}'>{''.join(rows)}</div>"
 
     def _repr_markdown_(self) -> str:
-        badge = BADGES[self.verdict]
-        note = f"<br>*{html.escape(self.note)}*" if self.note else ""
-        return (f"**Ledger — {self.id}** ({self.where}): {badge} **{self.verdict}**  \n"
-                f"*Paper:* {self.claim}  \n*Measured:* {self.measured}{note}")
+        note = f"  \n*{self.note}*" if self.note else ""
+        return (f"**Ledger — {self.id}** ({self.where}): {BADGES[self.verdict]} "
+                f"**{self.verdict}**  \n*Claim:* {self.short or self.claim}  \n"
+                f"*Measured:* {self.measured}  \n*Why:* {self.reason}{note}")
+
+
+class Summary:
+    """The chapter's closing table: what it reproduced (rendered as HTML in the book)."""
+
+    def __init__(self, claims: list[Claim]):
+        self.claims = claims
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        head = ("<table class='ledger-summary'><thead><tr><th>Claim</th><th>In one line</th>"
+                "<th>Key number</th><th>Verdict</th></tr></thead><tbody>")
+        body = "".join(
+            f"<tr><td><a href='../generated/ledger.html#{anchor(c.id)}'>{e(c.id)}</a></td>"
+            f"<td>{e(c.short or c.claim)}</td><td>{e(c.key or c.measured)}</td>"
+            f"<td>{BADGES[c.verdict]} {e(c.verdict)}</td></tr>" for c in self.claims)
+        return head + body + "</tbody></table>"
+
+    def _repr_markdown_(self) -> str:
+        lines = ["| Claim | In one line | Key number | Verdict |", "|---|---|---|---|"]
+        lines += [f"| {c.id} | {c.short or c.claim} | {c.key or c.measured} | "
+                  f"{BADGES[c.verdict]} {c.verdict} |" for c in self.claims]
+        return "\n".join(lines)
 
 
 class Ledger:
@@ -71,26 +127,43 @@ class Ledger:
         self.notebook = notebook
         self.claims: dict[str, Claim] = {}
 
-    def record(self, id: str, *, measured: str, verdict: str, note: str = "",
-               where: str | None = None, claim: str | None = None) -> Claim:
-        if verdict not in VERDICTS:
-            raise ValueError(f"unknown verdict {verdict!r}; accepted: {', '.join(VERDICTS)}")
+    def record(self, id: str, *, measured: str, verdict: Verdict | str, key: str = "",
+               note: str = "", where: str | None = None, claim: str | None = None,
+               source: str | None = None) -> Claim:
+        """Record claim ``id`` with what was ``measured`` (built from computed values) and the
+        :class:`~moe_routing.verdicts.Verdict` of its rule; returns the verdict box."""
+        if isinstance(verdict, str):
+            if verdict not in VERDICTS:
+                raise ValueError(f"unknown verdict {verdict!r}; accepted: {', '.join(VERDICTS)}")
+            verdict = Verdict(verdict, "stated in the chapter (no rule yet)", "literal")
+        if not isinstance(verdict, Verdict):
+            raise TypeError(f"verdict must be a moe_routing.verdicts.Verdict, got "
+                            f"{type(verdict).__name__}")
+        if source is not None and source not in SOURCES:
+            raise ValueError(f"source = {source!r} is not allowed; accepted: {', '.join(SOURCES)}")
         reg = registry()
         if id.startswith("X-"):
             if not (where and claim):
                 raise ValueError(f"extension claim {id!r} needs both `where` and `claim`")
-            paper = "ours"
+            paper, short, source = "ours", claim, source or "ours"
         elif id in reg:
             entry = reg[id]
             paper, where, claim = entry["paper"], where or entry["where"], claim or entry["claim"]
+            short, source = entry.get("short", ""), source or entry.get("source", "")
         else:
             raise ValueError(f"unknown claim id {id!r}: not in claims.yaml and not an X- extension")
         c = Claim(id=id, paper=paper, where=where, claim=claim, measured=measured,
-                  verdict=verdict, notebook=self.notebook, note=note)
+                  verdict=verdict.verdict, notebook=self.notebook, note=note, key=key,
+                  reason=verdict.reason, rule=verdict.rule, source=source, short=short)
         self.claims[id] = c
         if self.dir is not None:
             atomic_write_json(self.dir / "claims.json", [asdict(x) for x in self.claims.values()])
         return c
+
+    def summary(self) -> Summary:
+        """"What this chapter reproduced": make it the last expression of the chapter's last
+        cell."""
+        return Summary(list(self.claims.values()))
 
 
 def load_claims(artifacts_root: Path) -> list[dict]:

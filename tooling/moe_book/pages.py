@@ -14,17 +14,14 @@ from pathlib import Path
 
 import yaml
 
-from moe_routing.ledger import BADGES, VERDICTS, load_claims, registry
+from moe_routing.ledger import BADGES, anchor, load_claims, registry
+from moe_routing.verdicts import VERDICTS
 
 from .myst import table_cell
 
 # Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
 # without an emoji font.
 VERDICT_BADGE = {**{v: f"{BADGES[v]} {v}" for v in VERDICTS}, "pending": "… pending"}
-
-
-def _anchor(claim_id: str) -> str:
-    return "ledger-" + claim_id.lower().replace(" ", "-")
 
 
 def _chapter_link(row: dict) -> str:
@@ -92,18 +89,29 @@ def status_page(project, profile: str, states: dict[str, dict | None]) -> str:
 
 
 def ledger_rows(project, profile: str) -> list[dict]:
-    """One row per claim: recorded ones with their measurement, the others as pending."""
+    """One row per claim: recorded ones with their measurement, the others as pending. The
+    claim's wording, one-line form and source are joined from ``claims.yaml`` now, so editing
+    the wording needs no re-execution."""
     recorded = {c["id"]: c for c in load_claims(project.build_dir(profile) / "artifacts")}
     rows = []
     for cid, entry in registry().items():
+        wording = {"paper": entry["paper"], "where": entry["where"], "claim": entry["claim"],
+                   "short": entry.get("short", entry["claim"]),
+                   "source": entry.get("source", "")}
         if cid in recorded:
-            rows.append(recorded[cid])
+            rows.append({**recorded[cid], **wording})
         else:
-            rows.append({"id": cid, "paper": entry["paper"], "where": entry["where"],
-                         "claim": entry["claim"], "measured": "", "verdict": "pending",
-                         "notebook": "", "note": entry.get("criterion", "")})
-    rows += [c for cid, c in sorted(recorded.items()) if cid not in registry()]
+            rows.append({"id": cid, **wording, "measured": "", "verdict": "pending", "key": "",
+                         "reason": "", "rule": "", "notebook": "",
+                         "note": entry.get("criterion", "")})
+    rows += [{"short": c["claim"], "source": "ours", **c}
+             for cid, c in sorted(recorded.items()) if cid not in registry()]
     return rows
+
+
+PAPER_HEADINGS = (("A", "Paper A — task routing (arXiv 2606.14398)"),
+                  ("B", "Paper B — boundary mass (arXiv 2605.02124)"),
+                  ("ours", "The book's own extensions"))
 
 
 def ledger_page(project, profile: str) -> str:
@@ -114,35 +122,50 @@ def ledger_page(project, profile: str) -> str:
         "# Reproduction ledger",
         "",
         "Every claim of the two papers, confronted with what this book measured. Each row is "
-        "written by the chapter that made the measurement (the `measured` text is built from "
-        "the executed cell's values) and gathered here at build time; rows marked *pending* "
+        "written by the chapter that made the measurement (the measured text is built from "
+        "the executed cell's values, and the verdict is decided by a named, tested rule of "
+        "`moe_routing.verdicts`) and gathered here at build time; rows marked *pending* "
         f"are claims no executed chapter has measured yet. Profile of this build: **`{profile}`**.",
         "",
         f"**Summary:** {summary}.",
         "",
-        "Verdicts: *reproduced* — our measurement shows the claim; *partly* — it shows part of "
-        "it, or only under conditions we state; *not reproduced* — our measurement disagrees; "
-        "*our extension* — a claim of the book itself, not of the papers.",
+        "Verdicts: *reproduced* — the paper's result came out again in our measurement; "
+        "*reproduced for our construction* — the theorem's conclusion holds for our own "
+        "construction (which adds parts and hypotheses of its own); *partly* — part of the "
+        "claim holds, or only under conditions the reason states; *not reproduced* — our "
+        "measurement disagrees; *our extension* — a claim of the book itself, not of the papers.",
+        "",
+        "Source: where our knowledge of the statement comes from — the paper's *abstract*, the "
+        "*summary* of the paper the book was given, a *secondary summary* (a reading digest, "
+        "unverified), or *ours*. The full texts of the papers were not available to the book.",
         "",
         "The same data, machine-readable: {download}`ledger.json <ledger.json>`.",
+        "",
+        "## At a glance",
+        "",
+        "| Claim | In one line | Key number | Verdict | Source | Chapter |",
+        "|---|---|---|---|---|---|",
     ]
-    sections = (("A", "Paper A — task routing (arXiv 2606.14398)"),
-                ("B", "Paper B — boundary mass (arXiv 2605.02124)"),
-                ("ours", "The book's own extensions"))
-    for paper, heading in sections:
+    for r in rows:
+        out.append(f"| [`{r['id']}`](#{anchor(r['id'])}) | {table_cell(r['short'])} | "
+                   f"{table_cell(r.get('key') or '—')} | {VERDICT_BADGE[r['verdict']]} | "
+                   f"{table_cell(r['source'] or '—')} | {_chapter_link(r)} |")
+    for paper, heading in PAPER_HEADINGS:
         sel = [r for r in rows if r["paper"] == paper]
         if not sel:
             continue
-        out += ["", f"## {heading}", "", "| Claim | Where | Verdict | Chapter |",
-                "|---|---|---|---|"]
+        out += ["", f"## {heading}"]
         for r in sel:
-            out.append(f"| [`{r['id']}`](#{_anchor(r['id'])}) | {table_cell(r['where'])} | "
-                       f"{VERDICT_BADGE[r['verdict']]} | {_chapter_link(r)} |")
-        for r in sel:
-            out += ["", f"({_anchor(r['id'])})=", f"### `{r['id']}` — {r['where']}", "",
-                    f"**The paper says.** {r['claim']}", ""]
+            said = ("**The claim (ours).**" if paper == "ours" else
+                    f"**The paper says** ({r['source'] or 'source not recorded'}).")
+            out += ["", f"({anchor(r['id'])})=", f"### `{r['id']}` — {r['where']}", "",
+                    f"{said} {r['claim']}", ""]
             if r["measured"]:
                 out += [f"**We measured.** {r['measured']}", ""]
+                if r.get("reason"):
+                    rule = r.get("rule", "")
+                    by = f" (rule `{rule}`)" if rule and rule != "literal" else ""
+                    out += [f"**Why this verdict.** {r['reason']}{by}", ""]
                 if r.get("note"):
                     out += [f"*{r['note']}*", ""]
             else:

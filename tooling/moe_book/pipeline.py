@@ -35,8 +35,8 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass

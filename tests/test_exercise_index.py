@@ -111,10 +111,13 @@ def test_page_lists_every_exercise_under_its_chapter():
     page = exercises_page(rows, {"ch": "A | chapter", "empty": "Empty"})
     assert page.startswith("# Exercises by chapter")
     assert "## [A \\| chapter](../chapters/ch.ipynb)" in page
-    for r in rows:
-        assert f"`{r.label}`" in page
-    assert "| 3 | `ex-c` | code |" in page
+    for r in rows:   # a numbered cross-reference: "Exercise 4.1", linked to the exercise
+        assert f"| {{numref}}`{r.label}` |" in page
+    assert "| {numref}`ex-c` | code |" in page
     assert page.split("## [Empty](../chapters/empty.ipynb)")[1].strip().startswith("No exercises yet.")
+    # chapters in the order given (the book's), not alphabetical
+    page2 = exercises_page(rows, {"empty": "Z first", "ch": "A second"})
+    assert page2.index("Z first") < page2.index("A second")
 
 
 def test_every_chapter_meets_the_classroom_rule():

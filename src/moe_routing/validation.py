@@ -86,10 +86,15 @@ def probability(name: str, value: Any, *, open_interval: bool = True) -> float:
 
 
 def integer(name: str, value: Any, *, low: int | None = None, high: int | None = None) -> int:
-    """An integer (Python, NumPy or an integral float such as ``2.0 ** 10``) in [low, high]."""
+    """An integer (Python, NumPy, a 0-d array or tensor, or an integral float such as
+    ``2.0 ** 10``) in [low, high]."""
     rng = _range_text(low, high, False, False)
     accepted = "an integer" + (f" {rng}" if rng else "")
     if isinstance(value, (bool, np.bool_)):
+        fail(name, value, accepted)
+    if getattr(value, "ndim", None) == 0 and _is_scalar_number(value):
+        value = value.item()            # a 0-d NumPy array or torch tensor
+    if isinstance(value, bool):
         fail(name, value, accepted)
     if isinstance(value, (numbers.Integral, np.integer)):
         v = int(value)

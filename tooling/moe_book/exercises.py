@@ -112,20 +112,22 @@ def problems(rows: list[Exercise], names: list[str], minimum: int = 2) -> list[s
 
 
 def exercises_page(rows: list[Exercise], titles: dict[str, str]) -> str:
-    """A MyST page listing every chapter's exercises (``titles``: chapter name → title)."""
+    """A MyST page listing every chapter's exercises in book order (``titles``: chapter name →
+    title, in the order of the table of contents). Each exercise is a ``{numref}`` to its label,
+    so it shows the book's own number ("Exercise 4.1") and links to the exercise."""
     lines = ["# Exercises by chapter", "",
-             "Every chapter ends with exercises; in the public book each solution is a dropdown "
-             "under its exercise, and the student edition has none. *Kind* is a heuristic: "
-             "**code** when the solution contains code or the statement asks to run something, "
-             "**pen-and-paper** otherwise.", ""]
+             "Every chapter ends with exercises, listed here in the order of the book; in the "
+             "public book each solution is a dropdown under its exercise, and the student "
+             "edition has none. *Kind* is a heuristic: **code** when the solution contains code "
+             "or the statement asks to run something, **pen-and-paper** otherwise.", ""]
     for name, title in titles.items():
         mine = [r for r in rows if r.chapter == name]
         lines += [f"## [{table_cell(title)}](../chapters/{name}.ipynb)", ""]
         if not mine:
             lines += ["No exercises yet.", ""]
             continue
-        lines += ["| # | Label | Kind | Statement (opening) |", "|---|---|---|---|"]
-        for k, r in enumerate(mine, 1):
-            lines.append(f"| {k} | `{r.label}` | {r.kind} | {table_cell(r.summary)} |")
+        lines += ["| Exercise | Kind | Statement (opening) |", "|---|---|---|"]
+        for r in mine:
+            lines.append(f"| {{numref}}`{r.label}` | {r.kind} | {table_cell(r.summary)} |")
         lines.append("")
     return "\n".join(lines)

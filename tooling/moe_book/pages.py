@@ -179,7 +179,7 @@ def generated_pages(project, profile: str, states: dict[str, dict | None]) -> di
     from .exercises import exercise_index, exercises_page
 
     rows = ledger_rows(project, profile)
-    names = project.notebook_names()
+    names = chapter_order(project)
     exercises = exercises_page(exercise_index(project.notebooks_dir, names),
                                {n: _title(project.notebook_path(n)) for n in names})
     return {"status.md": status_page(project, profile, states),

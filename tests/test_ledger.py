@@ -22,7 +22,8 @@ def test_registry_holds_both_papers_claims():
     assert {c["paper"] for c in reg.values()} == {"A", "B"}
     assert "A-thm42-accuracy" in reg and "B-symmetry-inverse-tau" in reg
     assert all(c["criterion"] and c["claim"] and c["where"] for c in reg.values())
-    assert all(c.get("source", "summary") in SOURCES for c in reg.values())
+    assert all(c["source"] in SOURCES and c["short"] for c in reg.values())
+    assert not any("§" in c["where"] for c in reg.values())   # no section no source supports
 
 
 def test_every_verdict_has_a_badge_and_verdicts_are_checked():

@@ -29,7 +29,7 @@ BADGES = {"reproduced": "✓", "reproduced for our construction": "☑", "partly
           "not reproduced": "✗", "our extension": "+"}
 # Where a statement about a paper comes from (what is known of the papers is their abstracts
 # and summaries of them; the full texts were not available to the book).
-SOURCES = ("abstract", "summary", "secondary summary", "ours")
+SOURCES = ("abstract", "summary", "secondary", "ours")
 
 
 def anchor(claim_id: str) -> str:

@@ -9,6 +9,8 @@
 #   make student [PROFILE=...]     the student edition (solutions removed at build time)
 #   make assignments               build the autograded assignments and self-check them (otter run)
 #   make bench                     benchmarks (speed and scale, printed as ratios)
+#   make lab [PORT=8888]           JupyterLab on the chapters (MyST files open as notebooks)
+#   make wheel                     the library's wheel in dist/ (pip install dist/moe_routing-*.whl)
 
 SHELL       := /bin/bash
 PYTHON      ?= python3
@@ -26,7 +28,7 @@ else
 HTML_OUT    := build/$(PROFILE)
 endif
 
-.PHONY: book student assignments execute html test unit bench chromium env lock clean help
+.PHONY: book student assignments execute html test unit bench chromium env lock clean help lab wheel
 
 help:
 	@sed -n '/^#/!q;p' Makefile | sed 's/^# \{0,1\}//'
@@ -67,7 +69,7 @@ run-%:
 	@$(PY) -m moe_book.pipeline run --profile '$(PROFILE)' --device '$(RESOLVED_DEVICE)' \
 	  $(if $(filter 1 yes true,$(FORCE)),--force) $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $*
 
-html: $(STAMP)
+html: $(STAMP) $(WHEEL)
 	@$(PY) -m moe_book.pipeline validate --profile '$(PROFILE)' --device cpu >/dev/null
 	@src=$$($(PY) -m moe_book.pipeline stage --profile '$(PROFILE)') && \
 	$(VENV)/bin/jupyter-book build "$$src" --path-output '$(HTML_OUT)' -W --keep-going -q
@@ -81,6 +83,7 @@ book:
 # before the build (not hidden by CSS), HTML in build/PROFILE/student/_build/html.
 student:
 	@$(MAKE) --no-print-directory execute PROFILE='$(PROFILE)'
+	@$(MAKE) --no-print-directory $(WHEEL)
 	@src=$$($(PY) -m moe_book.pipeline stage --profile '$(PROFILE)' --edition student) && \
 	$(VENV)/bin/jupyter-book build "$$src" --path-output 'build/$(PROFILE)/student' -W --keep-going -q
 	@echo "Student edition: build/$(PROFILE)/student/_build/html/index.html"
@@ -102,6 +105,7 @@ chromium:
 OTHER_DISPATCH := MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default
 
 test: $(STAMP) chromium
+	$(VENV)/bin/ruff check src tooling tests benchmarks book/_ext
 	$(PY) -m pytest -q
 	@echo "== numerical tests again under $(OTHER_DISPATCH)"
 	env $(OTHER_DISPATCH) $(PY) -m pytest -q -p no:cacheprovider -m "not book and not assignments"
@@ -112,5 +116,28 @@ unit: $(STAMP)
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# JupyterLab in the project environment, local only. jupytext opens every chapter
+# (notebooks/*.md) as a notebook and saves it back as MyST; the kernel is this environment's,
+# so `import moe_routing` works; the assignments' student notebooks are under build/assignments.
+PORT ?= 8888
+lab: $(STAMP)
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	@cp tooling/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) \
+	  --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks/intro.md
+
+# The library's wheel (the science package alone, with its shipped data), built offline with
+# the environment's setuptools; rebuilt only when the library changed. The book offers it for
+# download (Execution status page) so that a downloaded chapter runs where only the book is.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+WHEEL   := dist/moe_routing-$(VERSION)-py3-none-any.whl
+$(WHEEL): $(STAMP) pyproject.toml $(shell find src -type f -not -path '*/__pycache__/*' -not -path '*.egg-info*')
+	@rm -rf build/wheel && mkdir -p dist build/wheel
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir build/wheel .
+	@mv build/wheel/moe_routing-*.whl $@.tmp && mv $@.tmp $@
+
+wheel: $(WHEEL)
+	@ls $(WHEEL)
+
 clean:
-	rm -rf build book/_build
+	rm -rf build book/_build dist

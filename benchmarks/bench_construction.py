@@ -44,12 +44,13 @@ def main():
     print("max P(invalid): " + ", ".join(f"ε={e:.0e}: {v:.2e}"
                                          for e, v in ver.max_invalid_by_eps.items()))
     print(f"routing {100 * ver.routed_ok:.2f} %, junction {100 * ver.junction_ok:.2f} %")
+    print("fits finished by the LP: " + ("; ".join(rep.notes) if rep.notes else "none"))
     print(f"build + verify: wall {w_b + w_v:.1f} s (target 30 s: ratio {(w_b + w_v) / 30:.2f}), "
           f"cpu {c_b + c_v:.1f} s; prefixes/s {ver.n_prefixes / w_v:,.0f}; peak RSS {peak:,.0f} MB")
     cfg = model.config
     weights = sum(p.numel() for p in model.parameters()) * 4 / 2**20
     print(f"MoE weights {weights:,.0f} MB (experts padded to {cfg.d_expert} neurons)")
-    del model
+    model = None                     # free the MoE weights before the dense build
 
     (dm, drep), w_db, _ = stage("build_dense (ε = 1e-8)", lambda: build_dense(ds, 1e-8))
     dver, w_dv, _ = stage("verify dense (certified)",

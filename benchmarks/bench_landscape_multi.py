@@ -42,7 +42,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    teacher = {"3": mr.three_region_plane, "3d3": mr.three_region_space, "4": mr.four_region_space}[args.teacher]()
+    teachers = {"3": mr.three_region_plane, "3d3": mr.three_region_space, "4": mr.four_region_space}
+    teacher = teachers[args.teacher]()
     obj = mr.ProfiledObjective(teacher, args.n, seed=0)
     phi = mr.normalise(mc.start_routers(obj, args.S, seed=0, tau=args.tau), obj.K, obj.d)
 

@@ -22,7 +22,6 @@ Usage: ``python benchmarks/bench_moe.py [--device cpu|cuda] [--threads 2] [--jso
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time

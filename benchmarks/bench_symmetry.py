@@ -4,7 +4,8 @@ Compares, in one run and on the same sample, RK4 steps per second of
 * the vectorised integrator (`gradient_flow`: B trajectories share every sweep over the sample,
   closed-form gradients), and
 * the readable reference (`naive_gradient_flow_step`: one trajectory at a time, autograd),
-and prints the ratio. Usage: python benchmarks/bench_symmetry.py [--n 100000] [--B 5] [--steps 20] [--threads 1]
+and prints the ratio. Usage:
+python benchmarks/bench_symmetry.py [--n 100000] [--B 5] [--steps 20] [--threads 1]
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def main() -> None:
     print(f"vectorised (all B at once, closed-form gradients): {vec_sps:8.2f} steps/s "
           f"({vec_sps * args.B:8.2f} trajectory-steps/s)")
     print(f"naive loop (one trajectory at a time, autograd):   {naive_sps:8.2f} steps/s")
-    print(f"speed-up: {vec_sps / naive_sps:.1f}x; max |w_vec - w_naive| after {args.steps} steps = {agree:.1e}")
+    print(f"speed-up: {vec_sps / naive_sps:.1f}x; "
+          f"max |w_vec - w_naive| after {args.steps} steps = {agree:.1e}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ Used by tests/test_book.py, and from the command line to take screenshots::
 
 Every page is opened from ``file://`` while every request that is not ``file:``/``data:``/
 ``blob:``/``about:`` is recorded *and aborted* (the network is off as far as the page knows).
+
+Each page's report also lists the TeX that reached the reader as text (see
+:data:`TEX_LEAKS_JS`): the check that a page *has* typeset math cannot see a theorem whose
+display broke into stray ``$`` and raw ``\\Gamma``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,92 @@ CHROMIUM = "/usr/bin/chromium"
 LOCAL_SCHEMES = ("file", "data", "blob", "about")
 SKIP_PAGES = {"genindex.html", "search.html"}
 
+# TeX that reached the reader as text, collected in the browser once MathJax has finished
+# (``MathJax.startup.promise``). Returns one ``[kind, snippet]`` per leak:
+#
+# * ``text``: a ``$`` or a TeX command (``\Gamma``, ``\mathrm``, ``\(``) in the page's text
+#   outside rendered math. Excluded: ``mjx-container`` (the rendered math, with its hidden
+#   assistive MathML), ``script``/``style``/``template``/``noscript``, and code (``pre``,
+#   ``code``, highlighted blocks, code-cell inputs; text cell outputs are ``pre``). Prose has no
+#   literal ``$`` and no backslash: every one left is TeX that MathJax never saw.
+# * ``math-dollar``: a math element whose TeX source holds an unescaped ``$`` (a display that
+#   swallowed the text around it: ``$$`` glued to a line inside a directive).
+# * ``math-prose``: a math element whose TeX, once ``\text{..}``-like groups and commands are
+#   removed, still holds four words in a row (prose typeset as math).
+# * ``math-error``: an ``mjx-merror`` (MathJax shows the TeX source of a formula it cannot parse).
+# * ``math-clipped``: a formula wider than the box that holds it, at the check's viewport
+#   (1280 px): inline math is cut off (``span.math`` hides its overflow), a display scrolls.
+TEX_LEAKS_JS = r"""
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  const EXCLUDE = 'mjx-container, mjx-assistive-mml, script, style, template, noscript, '
+    + 'pre, code, kbd, samp, textarea, svg, math, .highlight, div.cell_input';
+  const LEAK = /\$|\\[A-Za-z]+|\\[()\[\]]/g;
+  const clip = (s, i, j) => (i > 0 ? '…' : '') + s.slice(Math.max(0, i), j).replace(/\s+/g, ' ')
+    + (j < s.length ? '…' : '');
+  const out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
+    acceptNode: n => (n.parentElement && n.parentElement.closest(EXCLUDE))
+      ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT});
+  const BLOCK = 'p, li, dt, dd, td, th, h1, h2, h3, h4, h5, h6, caption, figcaption, div';
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const t = n.textContent;
+    for (const m of t.matchAll(LEAK)) {
+      // the context is the text of the paragraph around the leak, rendered math included
+      const block = n.parentElement.closest(BLOCK) || n.parentElement;
+      const range = document.createRange();
+      range.setStart(block, 0);
+      range.setEnd(n, m.index);
+      const at = range.toString().length, bt = block.textContent;
+      out.push(['text', m[0] + ' in "' + clip(bt, at - 50, at + m[0].length + 50) + '"']);
+    }
+  }
+  const items = (window.MathJax && MathJax.startup && MathJax.startup.document
+                 && MathJax.startup.document.math) ? Array.from(MathJax.startup.document.math)
+                : [];
+  for (const item of items) {
+    const tex = String(item.math || '');
+    const dollar = tex.search(/(^|[^\\])\$/);
+    if (dollar >= 0) {
+      out.push(['math-dollar', '"' + clip(tex, dollar - 40, dollar + 40) + '"']);
+    }
+    const bare = tex
+      .replace(/\\(?:text\w*|mathrm|operatorname|mbox|hbox|label|tag)\s*\{[^{}]*\}/g, ' ')
+      .replace(/\\[A-Za-z]+/g, ' ');
+    const words = bare.match(/\b[A-Za-z]{2,}(?:[,.;]?\s+[A-Za-z]{2,}){3}\b/);
+    if (words) {
+      out.push(['math-prose', '"' + clip(tex, words.index - 20, words.index + 60) + '"']);
+    }
+  }
+  for (const c of document.querySelectorAll('mjx-container')) {
+    // the first box around the formula that does not let it overflow (span.math is
+    // `overflow: hidden`, a display's mjx-container `overflow: auto`) must hold all of it
+    const m = c.querySelector('mjx-math');
+    const r = m ? m.getBoundingClientRect() : null;
+    if (!r || r.width === 0) continue;                      // not laid out (collapsed)
+    for (let e = c; e && e !== document.body; e = e.parentElement) {
+      const how = getComputedStyle(e).overflowX;
+      if (how === 'visible') continue;
+      const box = e.getBoundingClientRect();
+      const over = Math.round(Math.max(r.right - box.right, box.left - r.left));
+      if (over > 2) {
+        const tex = String((items.find(i => i.typesetRoot === c) || {}).math || c.textContent);
+        out.push(['math-clipped', over + ' px ' + (how === 'hidden' ? 'cut off' : 'scrolled')
+                  + ': "' + clip(tex.trim(), 0, 90) + '"']);
+      }
+      break;
+    }
+  }
+  for (const err of document.querySelectorAll('mjx-merror')) {
+    const tex = err.getAttribute('data-mjx-error') || err.textContent;
+    out.push(['math-error', '"' + tex.slice(0, 120) + '"']);
+  }
+  return out;
+}
+"""
+
 
 @dataclass
 class PageReport:
@@ -33,6 +123,7 @@ class PageReport:
     math_typeset: int = 0
     broken_images: list[str] = field(default_factory=list)
     n_images: int = 0
+    tex_leaks: list[str] = field(default_factory=list)
 
     @property
     def problems(self) -> list[str]:
@@ -48,6 +139,34 @@ class PageReport:
         if self.broken_images:
             out.append(f"broken images: {self.broken_images[:5]}")
         return out
+
+
+IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif", ".webp", ".pdf")
+
+
+def figure_problems(page: Path) -> list[str]:
+    """Every image of a chapter's content must be a numbered figure: inside a ``<figure>`` whose
+    ``<figcaption>`` has a caption number ("Fig. 3") and caption text, with an alt text that
+    describes the content (not empty, not a file path). Returns one line per offending image."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    main = soup.find("main") or soup
+    out = []
+    for img in main.find_all("img"):
+        src = img.get("src", "")
+        alt = (img.get("alt") or "").strip()
+        fig = img.find_parent("figure")
+        cap = fig.find("figcaption") if fig else None
+        number = cap.find(class_="caption-number") if cap else None
+        text = cap.find(class_="caption-text") if cap else None
+        if fig is None or number is None:
+            out.append(f"{src}: not a numbered figure")
+        elif text is None or len(text.get_text(strip=True)) < 20:
+            out.append(f"{src}: caption missing or too short")
+        if (not alt or "/" in alt or alt.lower().endswith(IMAGE_SUFFIXES) or len(alt) < 20):
+            out.append(f"{src}: alt text {alt[:60]!r} does not describe the content")
+    return out
 
 
 def _is_redirect(path: Path) -> bool:
@@ -138,6 +257,7 @@ def check_pages(root: Path, screenshots: Path | None = None,
                 except Exception:  # noqa: BLE001 -- reported below as 'not typeset'
                     pass
             rep.math_typeset = page.evaluate("document.querySelectorAll('mjx-container').length")
+            rep.tex_leaks = [f"{kind}: {what}" for kind, what in page.evaluate(TEX_LEAKS_JS)]
             imgs = page.evaluate(
                 "Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete, "
                 "i.naturalWidth])")
@@ -165,10 +285,13 @@ def main() -> int:
     reports = check_pages(args.html_root, args.screenshots, pages)
     bad = 0
     for r in reports:
-        status = "OK " if not r.problems else "BAD"
+        status = "OK " if not (r.problems or r.tex_leaks) else "BAD"
         print(f"{status} {r.page}: math {r.math_typeset}/{r.math_expected}, images {r.n_images}"
-              + ("".join(f"\n    {p}" for p in r.problems)))
-        bad += bool(r.problems)
+              + ("".join(f"\n    {p}" for p in r.problems))
+              + ("".join(f"\n    TeX leak {leak}" for leak in r.tex_leaks)))
+        bad += bool(r.problems or r.tex_leaks)
+    print(f"TeX leaks: {sum(len(r.tex_leaks) for r in reports)} on "
+          f"{sum(bool(r.tex_leaks) for r in reports)} of {len(reports)} pages")
     links = broken_internal_links(args.html_root)
     for link in links:
         print("BROKEN LINK", link)

@@ -4,16 +4,14 @@ and the rendered pages work offline in a real headless browser."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
+import bookcheck
 import pytest
 
-from moe_routing.ledger import registry
 from moe_book.pipeline import Project
-
-import bookcheck
+from moe_routing.ledger import registry
 
 pytestmark = pytest.mark.book
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +59,78 @@ def test_pages_work_offline_with_math_and_images(page_reports):
     assert not problems, problems
     intro = next(r for r in page_reports if r.page == "chapters/intro.html")
     assert intro.math_typeset > 10 and intro.n_images >= 1
+
+
+# Every chapter's figures follow the book's convention (numbered, captioned, described).
+FIGURE_CHAPTERS = tuple(PROJECT.notebook_names())
+
+
+@pytest.mark.parametrize("name", FIGURE_CHAPTERS)
+def test_every_image_is_a_numbered_captioned_figure(smoke_book, name):
+    page = smoke_book / "chapters" / f"{name}.html"
+    assert bookcheck.figure_problems(page) == []
+
+
+def test_figure_check_sees_bare_images(tmp_path):
+    page = tmp_path / "p.html"
+    page.write_text(
+        "<main><figure><img src='a.svg' alt='Three curves of the soft gate at three "
+        "temperatures'><figcaption><span class='caption-number'>Fig. 1 </span>"
+        "<span class='caption-text'>The soft gate at three temperatures.</span></figcaption>"
+        "</figure><img src='b.png' alt='../_images/b.png'>"
+        "<figure><img src='c.png' alt='A heatmap of routing by task and expert'></figure></main>")
+    assert bookcheck.figure_problems(page) == [
+        "b.png: not a numbered figure", "b.png: alt text '../_images/b.png' does not describe "
+        "the content", "c.png: not a numbered figure"]
+
+
+def _leak_list(reports) -> list[str]:
+    return [f"{r.page}: {leak}" for r in reports for leak in r.tex_leaks]
+
+
+def test_tex_leak_check_sees_broken_math(smoke_book, tmp_path):
+    """Control: the TeX-leak check reports a stray ``$``, a raw command, a formula that swallowed
+    prose, a MathJax error and a clipped formula, and nothing in good math or in code."""
+    import re
+
+    head = (smoke_book / "chapters" / "intro.html").read_text(encoding="utf-8")
+    config = re.search(r"<script>window\.MathJax = .*?</script>", head).group(0)
+    mathjax = (smoke_book / "_static" / "mathjax" / "tex-chtml.js").resolve().as_uri()
+    m = '<span class="math notranslate nohighlight">'
+    (tmp_path / "page.html").write_text(
+        f'<html><head>{config}<script defer src="{mathjax}"></script></head><body>'
+        '<section class="tex2jax_ignore mathjax_ignore">'
+        f'<p>Good: {m}\\(\\Gamma_{{jk}}\\)</span>, <code>$HOME \\n</code>.</p>'
+        '<pre>cost: $5 \\alpha</pre>'
+        f'<p>Broken: ${m}\\(x\\)</span> and \\Gamma_{{jk}} here.</p>'
+        f'<p>{m}\\(a+b $ for the mixture of predictions, and more\\)</span></p>'
+        f'<p>{m}\\(x^1^2\\)</span></p>'
+        '<p><span class="math" style="display: inline-block; max-width: 60px; overflow: hidden">'
+        '\\(a_1+a_2+a_3+a_4+a_5+a_6+a_7+a_8\\)</span></p>'
+        '</section></body></html>', encoding="utf-8")
+    (rep,) = bookcheck.check_pages(tmp_path)
+    kinds = sorted(leak.split(":", 1)[0] for leak in rep.tex_leaks)
+    assert kinds == ["math-clipped", "math-dollar", "math-error", "math-prose", "text", "text"], \
+        rep.tex_leaks
+    assert any("$ in" in leak and "Broken" in leak for leak in rep.tex_leaks)
+    assert any("\\Gamma in" in leak for leak in rep.tex_leaks)
+
+
+@pytest.fixture(scope="session")
+def student_page_reports(student_book):
+    return bookcheck.check_pages(student_book)
+
+
+@pytest.mark.parametrize("edition", ["full", "student"])
+def test_no_tex_leaks_outside_math(edition, request):
+    """No ``$`` or TeX command reaches a reader as text, on any page of either edition (a
+    display ``$$`` glued to a line of text inside a directive breaks this way while the page
+    still has typeset math), and no formula swallowed prose or fails to parse."""
+    reports = request.getfixturevalue(
+        "page_reports" if edition == "full" else "student_page_reports")
+    assert len(reports) >= 10, [r.page for r in reports]
+    leaks = _leak_list(reports)
+    assert not leaks, f"{len(leaks)} TeX leaks in the {edition} edition:\n" + "\n".join(leaks)
 
 
 def test_no_broken_internal_links(smoke_book):
@@ -155,3 +225,60 @@ def test_student_edition_has_exercises_but_no_solution_text(smoke_book, student_
     assert "ex-intro-gate-gap" in intro and "Exercise" in intro
     assert "Solution to" not in intro
     assert "student edition" in intro
+
+
+def test_downloaded_chapter_runs_outside_the_repository(smoke_book, tmp_path):
+    """A reader's path: take a chapter's notebook from the built HTML (what its download button
+    serves) and the wheel the book offers, install the wheel with its notebook extras into a
+    fresh virtual environment outside the repository (no lock, no repository on the path), and
+    execute the notebook there from another folder."""
+    import json
+    import sys
+    import venv
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    name = "gamma_convergence"
+    page = (smoke_book / "chapters" / f"{name}.html").read_text(encoding="utf-8")
+    assert f"_sources/chapters/{name}.ipynb" in page          # the download button's target
+    nb = nbformat.read(smoke_book / "_sources" / "chapters" / f"{name}.ipynb", as_version=4)
+    wheels = list((smoke_book / "_static" / "downloads").glob("moe_routing-*.whl"))
+    assert len(wheels) == 1, "the book offers no wheel"
+    assert "pip install" in nb.cells[0].source and wheels[0].name in nb.cells[0].source
+
+    env_dir = tmp_path / "clean-env"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    # constraints only pick the same torch build as the lock (a CPU wheel); nothing else of the
+    # repository reaches the environment
+    res = subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                          "-c", str(ROOT / "requirements.lock"), f"{wheels[0]}[notebooks]"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    kernels = tmp_path / "jupyter" / "kernels" / "clean"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "clean", "language": "python"}))
+    work = tmp_path / "reader"
+    work.mkdir()
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import moe_routing; print('LIB', moe_routing.__file__); print('RUN', profile, artifacts_dir)"))
+    env = {**os.environ, "JUPYTER_PATH": str(tmp_path / "jupyter")}
+    env.pop("PYTHONPATH", None)
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        NotebookClient(nb, kernel_name="clean", timeout=600,
+                       resources={"metadata": {"path": str(work)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    out = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    lib = out.split("LIB ")[1].split()[0]
+    assert str(env_dir) in lib and str(ROOT) not in lib, out
+    assert f"RUN smoke artifacts/{name}" in out, out           # the executed values, not defaults
+    assert (work / "artifacts" / name / "claims.json").is_file()
+    assert sys.executable != str(py)

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from moe_routing.boundary import ThresholdFamily, risk_bound
-from moe_routing.boundary.gamma import _box_qp
+from moe_routing.boundary import ThresholdFamily, box_qp, risk_bound
 
 
 def teacher(x):
@@ -16,7 +15,7 @@ def test_box_qp_matches_brute_force():
     A = rng.standard_normal((20, 2, 2))
     G = A @ A.transpose(0, 2, 1) + 1e-3 * np.eye(2)
     h = 2 * rng.standard_normal((20, 2))
-    r, c = _box_qp(G, h, 1.0, 1.0)
+    r, c = box_qp(G, h, 1.0, 1.0)
     grid = np.linspace(-1, 1, 401)
     C = np.stack(np.meshgrid(grid, grid, indexing="ij"), -1).reshape(-1, 2)
     brute = 1.0 - 2 * h @ C.T + np.einsum("ci,mij,cj->mc", C, G, C)
@@ -62,7 +61,7 @@ def test_counter_example_without_uniform_margin_control():
 def test_family_bad_inputs():
     with pytest.raises(ValueError, match="s_range"):
         ThresholdFamily(teacher, s_range=(-0.1, 1.0))
-    with pytest.raises(ValueError, match="τ = 0.0"):
+    with pytest.raises(ValueError, match="tau = 0.0"):
         ThresholdFamily(teacher).minimise(0.0)
     with pytest.raises(ValueError, match="n_b = 0"):
         ThresholdFamily(teacher).minimise(0.1, n_b=0)

@@ -198,6 +198,120 @@ def test_junction_constants_d3_match_monte_carlo_and_k2_is_full():
     assert J2.union_total == pytest.approx(linear_gaussian_constant(*two.pair(0, 1), law))
 
 
+# The pairwise union bound feeds C_m of the risk bound (soft_to_hard, K = 3): its *value* is
+# checked here against computations that share no code with the library -- a planar quadrature
+# of the Gaussian density over each slab, a line integral along each tie line, scipy.stats for
+# the moments -- from above and below, so that a wrong constant (a missing pair, a one-sided
+# slab, a factor) fails, not only a bound that falls below a Monte Carlo estimate.
+
+def slab_mass_by_planar_quadrature(v, c, law, w):
+    """P(|v·X + c| ≤ w) for X ~ law in d = 2: ∫ over x_a of ∫ over the strip in x_b of p."""
+    from scipy import integrate
+
+    a = int(np.argmin(np.abs(v)))                 # integrate the other coordinate in the strip
+    b = 1 - a
+    sd = np.sqrt(np.diag(law.cov))
+    lo, hi = law.mean[a] - 12 * sd[a], law.mean[a] + 12 * sd[a]
+
+    def density(xb, xa):
+        x = np.empty((1, 2))
+        x[0, a], x[0, b] = xa, xb
+        return law.pdf(x)[0]
+
+    ends = sorted([lambda xa, s=s: (s * w - c - v[a] * xa) / v[b] for s in (-1, 1)],
+                  key=lambda f: f(0.0))
+    if v[b] < 0:
+        ends = ends[::-1]
+    val, err = integrate.dblquad(density, lo, hi, lambda xa: min(f(xa) for f in ends),
+                                 lambda xa: max(f(xa) for f in ends), epsabs=1e-13, epsrel=1e-11)
+    return val
+
+
+def union_law_and_router(K):
+    law = GaussianLaw([0.4, -0.3], [[1.2, 0.35], [0.35, 0.7]])
+    router = LinearRouter(np.random.default_rng(K).standard_normal((K, 2)),
+                          np.random.default_rng(100 + K).normal(0, 1.5, K))   # tie lines off the mean
+    return law, router
+
+
+@pytest.mark.parametrize("K", [3, 4])
+def test_union_bound_value_matches_planar_quadrature(K):
+    law, router = union_law_and_router(K)
+    w = np.array([1e-3, 0.05, 0.4, 2.0])
+    ub = pairwise_union_bound(router, law, w)
+    ref = np.array([sum(slab_mass_by_planar_quadrature(*router.pair(j, k), law, wi)
+                        for j, k in router.pairs()) for wi in w])
+    np.testing.assert_allclose(ub, ref, rtol=1e-7, atol=1e-12)   # from above and from below
+
+
+@pytest.mark.parametrize("K", [3, 4])
+def test_union_constant_is_the_tie_lines_integral(K):
+    """J.union_total = Σ_{j<k} ∫_{g_jk = 0} p/|∇g_jk|: a line integral along each tie line."""
+    from scipy import integrate
+
+    law, router = union_law_and_router(K)
+    total = 0.0
+    for j, k in router.pairs():
+        v, c = router.pair(j, k)
+        x0 = -c * v / (v @ v)                         # a point of the line v·x + c = 0
+        e = np.array([-v[1], v[0]]) / np.linalg.norm(v)
+        line = integrate.quad(lambda t, x0=x0, e=e: law.pdf((x0 + t * e)[None])[0], -np.inf, np.inf,
+                              epsabs=1e-14, epsrel=1e-12)[0]
+        total += line / np.linalg.norm(v)
+    J = junction_free_constants(router, law)
+    assert J.union_total == pytest.approx(total, rel=1e-9)
+    w = np.array([1e-6])
+    assert pairwise_union_bound(router, law, w)[0] / (2 * w[0]) == pytest.approx(total, rel=1e-5)
+
+
+def test_tail_constant_of_the_union_bound_is_its_supremum():
+    """C_m = sup_w UB(w)/w for the risk bound's K = 3 case, against scipy.stats + a bounded
+    optimiser; an off-centre law makes the sup interior (not the w → 0 limit)."""
+    from scipy import optimize, stats
+
+    law, router = union_law_and_router(3)
+    pairs = []
+    for j, k in router.pairs():
+        v, c = router.pair(j, k)
+        pairs.append((v @ law.mean + c, np.sqrt(v @ law.cov @ v)))
+
+    def ub(w):
+        return sum(stats.norm.cdf(w, m, s) - stats.norm.cdf(-w, m, s) for m, s in pairs)
+
+    grid = np.geomspace(1e-6, 1e3, 20001)
+    i = int(np.argmax(ub(grid) / grid))
+    res = optimize.minimize_scalar(lambda lw: -ub(np.exp(lw)) / np.exp(lw),
+                                   bounds=(np.log(grid[max(i - 1, 0)]), np.log(grid[i + 1])),
+                                   method="bounded", options={"xatol": 1e-12})
+    sup = -res.fun
+    C_m = tail_constant(lambda w: pairwise_union_bound(router, law, w), 1.0)
+    assert C_m == pytest.approx(sup, rel=1e-7)                    # neither below nor above
+    assert sup > 1.5 * 2 * junction_free_constants(router, law).union_total   # interior sup
+
+
+def test_union_bound_monte_carlo_path_matches_exact_strip_areas():
+    """Uniform law on the square: the strip's area by 1-D quadrature of a piecewise-linear
+    length; the Monte Carlo bound must agree within 4.5 standard errors on both sides."""
+    from scipy import integrate
+
+    law = UniformBox.cube(2)
+    router = LinearRouter.random(3, 2, rng=1)
+    w = np.array([0.01, 0.1, 0.6])
+    n = 400_000
+    ub = pairwise_union_bound(router, law, w, n=n, rng=0)
+    exact, se = np.zeros_like(w), np.zeros_like(w)
+    for j, k in router.pairs():
+        v, c = router.pair(j, k)
+        for i, wi in enumerate(w):
+            def length(x1, v=v, c=c, wi=wi):
+                ends = sorted(((-wi - c - v[0] * x1) / v[1], (wi - c - v[0] * x1) / v[1]))
+                return max(0.0, min(1.0, ends[1]) - max(-1.0, ends[0]))
+            p = integrate.quad(length, -1, 1, limit=200)[0] / 4        # density 1/4
+            exact[i] += p
+            se[i] += np.sqrt(p * (1 - p) / n)     # pairs share one sample: se's add at most
+    assert np.all(np.abs(ub - exact) <= 4.5 * se)
+
+
 def test_union_bound_monte_carlo_for_non_gaussian_law():
     law = UniformBox.cube(2)
     router = LinearRouter.random(3, 2, rng=1)
@@ -211,19 +325,19 @@ def test_union_bound_monte_carlo_for_non_gaussian_law():
 
 def test_bad_inputs_name_the_value():
     law, router = GaussianLaw.standard(2), LinearRouter.binary([1.0, 0.0])
-    with pytest.raises(ValueError, match="-0.5"):
+    with pytest.raises(ValueError, match=r"widths\[1\] = -0.5"):
         boundary_mass_mc(router, law, [0.1, -0.5], 10 ** 12)  # raised before sampling 10^12 points
-    with pytest.raises(ValueError, match="n = 0"):
+    with pytest.raises(ValueError, match="n = 0 is not allowed"):
         boundary_mass_mc(router, law, [0.1], 0)
-    with pytest.raises(ValueError, match="K = 1"):
+    with pytest.raises(ValueError, match=r"weight.shape = \(1, 2\)"):
         LinearRouter(np.ones((1, 2)))
-    with pytest.raises(ValueError, match="K = 1"):
+    with pytest.raises(ValueError, match="n_experts = 1"):
         gate_gap_bound([0.1], 0.1, 1)
-    with pytest.raises(ValueError, match="τ = 0.0"):
+    with pytest.raises(ValueError, match="tau = 0.0"):
         soft_gates(np.zeros((3, 2)), 0.0)
-    with pytest.raises(ValueError, match="τ = -1"):
+    with pytest.raises(ValueError, match="tau = -1"):
         soft_gates(np.zeros((3, 2)), -1)
-    with pytest.raises(ValueError, match="d = 3"):
+    with pytest.raises(ValueError, match="law.dim = 2 .* d = 3"):
         sample_margins(LinearRouter.binary([1.0, 0.0, 0.0]), law, 10)
     with pytest.raises(ValueError, match=r"\(n, 2\)"):
         router.logits(np.zeros((5, 3)))
@@ -231,19 +345,19 @@ def test_bad_inputs_name_the_value():
         GaussianLaw([0.0, 0.0], [[1.0, 2.0], [2.0, 1.0]])
     with pytest.raises(ValueError, match="radius"):
         SphereRouter([0.0, 0.0], -1.0)
-    with pytest.raises(ValueError, match="K = 3"):
+    with pytest.raises(ValueError, match="router.n_experts = 3"):
         coarea_constant(LinearRouter.random(3, 2, rng=0), law)
 
 
 def test_logit_space_sampling_has_the_law_of_input_space_sampling():
     """The K < d shortcut (sampling a ~ N(Wμ + b, WΣWᵀ)) must give the margins' exact law."""
     from scipy import stats
-    from moe_routing.boundary.mass import _logit_sampler, _top_two
+    from moe_routing.boundary import logit_sampler
 
     law = GaussianLaw([0.3, -0.2, 0.1, 0.0, 0.5], np.diag([1.0, 0.5, 2.0, 1.0, 0.3]))
     router = LinearRouter.random(3, 5, rng=0, scale=1.0)
-    assert _logit_sampler(router, law) is not None
+    assert logit_sampler(router, law) is not None
     fast = sample_margins(router, law, 50_000, rng=1)
-    slow = _top_two(router.logits(law.sample(50_000, np.random.default_rng(2))))
+    slow = top_two_margin(router.logits(law.sample(50_000, np.random.default_rng(2))))
     assert stats.ks_2samp(fast, slow).pvalue > 1e-3
-    assert _logit_sampler(LinearRouter.random(6, 5, rng=0), law) is None  # K ≥ d: no shortcut
+    assert logit_sampler(LinearRouter.random(6, 5, rng=0), law) is None  # K ≥ d: no shortcut

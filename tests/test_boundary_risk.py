@@ -90,12 +90,14 @@ def test_pointwise_bound_for_many_experts():
     rng = np.random.default_rng(0)
     for K in (2, 3, 5):
         router = LinearRouter.random(K, 3, rng=rng)
-        experts = TanhExperts(rng.uniform(-0.5, 0.5, K), rng.uniform(-0.5, 0.5, K), rng.standard_normal((K, 3)))
+        experts = TanhExperts(rng.uniform(-0.5, 0.5, K), rng.uniform(-0.5, 0.5, K),
+                              rng.standard_normal((K, 3)))
         B = experts.bound
         teacher = Teacher(lambda x: 0.8 * np.cos(x.sum(1)), 0.8)
         x = rng.standard_normal((5000, 3))
         delta = top_two_margin(router.logits(x))
-        for mixture, pre in (("predictions", 4 * (K - 1) * B * (B + 0.8)), ("losses", (K - 1) * (B + 0.8) ** 2)):
+        for mixture, pre in (("predictions", 4 * (K - 1) * B * (B + 0.8)),
+                             ("losses", (K - 1) * (B + 0.8) ** 2)):
             model = MoERegression(router, experts, teacher, mixture=mixture)
             for tau in (1.0, 0.1, 0.01):
                 d = model.gap(x, [tau])[0]
@@ -146,19 +148,45 @@ def test_polar_quadrature_curved_interface_first_order():
     assert g.gap[1] / taus[1] == pytest.approx(fo, rel=5e-4)
 
 
+def test_margin_tail_constant_must_hold_at_every_width():
+    """Off-centre interface (g = x − 2, X ~ N(0, 1)): BM(w)/w grows from 2S = 2φ(2) to a
+    supremum near w = 3, and the layer cake E e^{−Δ/τ} = ∫ τ⁻¹ e^{−w/τ} BM(w) dw, which the risk
+    bound needs, exceeds 2S·τ at large τ: a "bound" with C_m = 2S is not a bound, one with
+    C_m = sup_w BM(w)/w (``tail_constant``) is."""
+    from moe_routing.boundary import boundary_mass_linear_gaussian, coarea_constant, tail_constant
+
+    router, law = LinearRouter.binary([1.0], b=-2.0), GaussianLaw.standard(1)
+
+    def bm(w):
+        return boundary_mass_linear_gaussian(router, law, w).estimate
+
+    two_s = 2 * coarea_constant(router, law).value
+    C_m = tail_constant(bm, 1.0)
+    assert two_s == pytest.approx(2 * np.exp(-2) / np.sqrt(2 * np.pi), rel=1e-12)
+    w = np.linspace(2.5, 3.5, 200001)               # the sup, by a fine independent grid
+    sup = float(np.max((special.ndtr(2 + w) - special.ndtr(2 - w)) / w))
+    assert C_m == pytest.approx(sup, rel=1e-8) and C_m > 2.5 * two_s
+    for tau in (0.1, 1.0, 3.0):
+        layer_cake = integrate.quad(lambda v, tau=tau: np.exp(-v / tau) / tau * bm(np.array([v]))[0],
+                                    0, np.inf, limit=200)[0]
+        assert layer_cake <= C_m * tau * (1 + 1e-9)
+    big = integrate.quad(lambda v: np.exp(-v) * bm(np.array([v]))[0], 0, np.inf, limit=200)[0]
+    assert big > 1.5 * two_s * 1.0                  # τ = 1: the 2S envelope is violated
+
+
 def test_risk_bad_inputs():
     model = MoERegression(ROUTER_1D, PM1, SIGN)
-    with pytest.raises(ValueError, match="τ = 0.0"):
+    with pytest.raises(ValueError, match=r"taus\[1\] = 0.0"):
         risk_quad_1d(model, U1, [0.1, 0.0])
-    with pytest.raises(ValueError, match="τ = -0.1"):
+    with pytest.raises(ValueError, match=r"taus\[0\] = -0.1"):
         risk_bound([-0.1], 2, 1, 1, 1)
     with pytest.raises(ValueError, match="n = 0"):
         risk_mc(model, U1, [0.1], 0)
-    with pytest.raises(ValueError, match="d = 2"):
+    with pytest.raises(ValueError, match="law.dim = 2"):
         risk_mc(model, UniformBox.cube(2), [0.1], 10)
-    with pytest.raises(ValueError, match="K = 1"):
+    with pytest.raises(ValueError, match="values.size = 1"):
         ConstantExperts([1.0])
-    with pytest.raises(ValueError, match="K = 3"):
+    with pytest.raises(ValueError, match="experts.n_experts = 3"):
         MoERegression(ROUTER_1D, ConstantExperts([1.0, 0.0, -1.0]), SIGN)
     with pytest.raises(ValueError, match="mixture"):
         MoERegression(ROUTER_1D, PM1, SIGN, mixture="tokens")

@@ -72,7 +72,7 @@ def test_point_detectors_cut_off_dependent_vertices():
     # AB + CD = AD + CB: linearly dependent, yet every point is a vertex
     e = np.eye(4)
     H = np.stack([e[0] + e[1], e[2] + e[3], e[0] + e[3], e[2] + e[1]]) / 2
-    W, c = fit_point_detectors(H)
+    W, c, _ = fit_point_detectors(H)
     S = H @ W.T + c                                               # S[v, u] = σ_u(h_v)
     assert np.allclose(np.diag(S), 1.0)
     assert (S[~np.eye(4, dtype=bool)] <= 1e-9).all()
@@ -111,7 +111,7 @@ def test_beta_formula_and_sizes():
         assert row["neurons"] <= row["bound"]
         assert row["semantic"] == row["n_pairs"]
     assert rep.expert_sizes[:ds.n_tasks] == [r["neurons"] for r in expert_table(rep, ds)]
-    pc = parameter_counts(model, rep)
+    pc = parameter_counts(model)
     assert pc["active_max"] < pc["total"]
 
 

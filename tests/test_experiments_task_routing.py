@@ -7,25 +7,23 @@ import pytest
 import torch
 
 from moe_routing.experiments import task_routing as tr
-from moe_routing.experiments import (ExperimentConfig, grid_configs, load_result, result_path,
-                                     results_frame, run_experiment, run_grid)
-
-
-
+from moe_routing.experiments import (ExperimentConfig, convergence, grid_configs, load_result,
+                                     result_path, results_frame, run_experiment, run_grid)
+from moe_routing.model import MoEConfig, TrainConfig, TrainData, build_and_train
 
 TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
             batch_size=32, warmup_steps=2)
 
 
 @pytest.mark.parametrize("field,value,words", [
-    ("objective", "ce+zloss", "ce, ce+lb, ce+router"),
+    ("objective", "ce+zloss", "'ce', 'ce+lb', 'ce+router'"),
     ("n_experts", 0, "≥ 1"),
     ("n_tasks", 5, "n_relations=4"),
     ("n_tasks", 0, "n_relations=4"),
     ("d_model", 15, "divisible by n_heads=2"),
     ("lr", 0.0, "> 0"),
-    ("epochs", 0, "≥ 1"),
-    ("device", "tpu", "auto, cpu, cuda"),
+    ("steps", 0, "≥ 1"),
+    ("device", "tpu", "'auto', 'cpu', 'cuda'"),
     ("lb_alpha", -0.1, "≥ 0"),
 ])
 def test_bad_config_names_field_and_range(field, value, words):
@@ -63,7 +61,7 @@ def test_task_selection_is_nested_and_seeded():
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     art = tmp_path_factory.mktemp("art")
-    cfg = ExperimentConfig(n_tasks=3, n_experts=3, objective="ce+router", epochs=12, lr=1e-2,
+    cfg = ExperimentConfig(n_tasks=3, n_experts=3, objective="ce+router", steps=36, lr=1e-2,
                            **TINY)
     return cfg, art, run_experiment(cfg, art)
 
@@ -114,13 +112,79 @@ def test_grid_cache_hit_does_not_retrain(tiny_run, tmp_path, monkeypatch):
 
 
 def test_one_expert_objectives_share_one_run(tmp_path):
-    base = ExperimentConfig(n_tasks=2, n_experts=1, objective="ce", epochs=1, **TINY)
+    base = ExperimentConfig(n_tasks=2, n_experts=1, objective="ce", steps=3, **TINY)
     cfgs = [base.replace(objective=o) for o in ("ce", "ce+lb", "ce+router")]
     out = run_grid(cfgs, tmp_path, progress=False)
     assert [r["cached"] for r in out] == [False, True, True]
     assert [r["config"]["objective"] for r in out] == ["ce", "ce+lb", "ce+router"]
     assert len({r["accuracy"] for r in out}) == 1
     assert len(list((tmp_path / "task_routing").glob("*.json"))) == 1
+
+
+def train_weights(n_experts: int, objective: str):
+    """A real training run (no cache, no sharing): the flat weights and the CE history."""
+    cfg = ExperimentConfig(n_tasks=3, n_experts=n_experts, objective=objective, steps=30,
+                           **TINY)
+    ds = tr.experiment_dataset(cfg)
+    split = ds.encode_split("train")
+    mcfg = MoEConfig(vocab_size=ds.vocab_size, max_len=split.inputs.shape[1], d_model=16,
+                     n_heads=2, n_experts=n_experts, d_expert=16, top_k=1, gate="switch")
+    tcfg = TrainConfig(objective=objective, steps=30, batch_size=32, lr=1e-2, warmup_steps=2,
+                       seed=0, device="cpu", progress=False, log_every=1)
+    model, hist = build_and_train(mcfg, TrainData.from_split(split), tcfg)
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]), hist
+
+
+def test_one_expert_objectives_train_the_same_model():
+    """The proposition behind sharing the E = 1 runs (training chapter): with one expert the
+    LB term is the constant α and the task-router loss is 0, neither with a gradient, so three
+    real trainings end at the same weights with the same cross-entropy history.  With two
+    experts the auxiliary losses have gradients and the three runs differ: the hypothesis
+    E = 1 is what makes them coincide."""
+    ref_w, ref_h = train_weights(1, "ce")
+    for objective in ("ce+lb", "ce+router"):
+        w, h = train_weights(1, objective)
+        torch.testing.assert_close(w, ref_w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(h.ce, ref_h.ce, rtol=1e-5)
+        aux = h.lb if objective == "ce+lb" else h.router
+        np.testing.assert_allclose(aux, 0.01 if objective == "ce+lb" else 0.0, atol=1e-6)
+    two_ce, _ = train_weights(2, "ce")
+    for objective in ("ce+lb", "ce+router"):
+        w, _ = train_weights(2, objective)
+        assert float((w - two_ce).abs().max()) > 1e-3, objective
+
+
+def test_budget_is_steps_whatever_the_number_of_tasks(tmp_path):
+    """The training budget is counted in optimiser steps: a run with more tasks does not get
+    more updates (a budget in epochs would)."""
+    runs = run_grid(grid_configs([2, 4], [2], ["ce"], steps=5, **{**TINY, "n_relations": 4}),
+                    tmp_path, progress=False)
+    assert [r["steps"] for r in runs] == [5, 5]
+    assert runs[0]["n_train"] < runs[1]["n_train"]
+    # the history's last logged step and the quarter evaluations follow the step budget
+    assert [r["history"]["step"][-1] for r in runs] == [4, 4]
+    assert [e["step"] for e in runs[1]["history"]["evals"]] == [1, 2, 3, 4, 5]
+
+
+def test_convergence_measures_the_tail(tiny_run):
+    _, _, res = tiny_run
+    conv = convergence(res)
+    assert [e["step"] for e in res["history"]["evals"]] == [9, 18, 27, 36]
+    evals = {e["step"]: e["accuracy"] for e in res["history"]["evals"]}
+    assert conv["acc_change"] == pytest.approx(evals[36] - evals[27])
+    assert conv["acc_change"] == pytest.approx(res["accuracy"] - evals[27])
+    # a hand-made history: the CE halves between the last two fifths
+    fake = {"steps": 100, "history": {"step": list(range(0, 100, 10)) + [99],
+                                      "ce": [9, 9, 9, 9, 9, 9, 2, 2, 1, 1, 1],
+                                      "evals": [{"step": 75, "accuracy": 0.5},
+                                                {"step": 100, "accuracy": 0.6}]}}
+    conv = convergence(fake)
+    assert conv["ce_prev"] == pytest.approx(2.0) and conv["ce_last"] == pytest.approx(1.0)
+    assert conv["ce_drop"] == pytest.approx(0.5) and conv["acc_change"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="tail"):
+        convergence(fake, tail=0.9)
+    # too short to measure: NaN, never a converged-looking 0
+    assert np.isnan(convergence({**fake, "steps": 1000})["ce_drop"])
 
 
 def test_cache_key_depends_on_the_code(monkeypatch):
@@ -131,3 +195,96 @@ def test_cache_key_depends_on_the_code(monkeypatch):
     assert len(tr.code_fingerprint()) == 16
     monkeypatch.setattr(tr, "code_fingerprint", lambda: "0" * 16)
     assert cfg.key() != before
+
+
+# ---- a damaged cache is re-run, never read ---------------------------------------------------
+
+DAMAGE = {
+    "truncated": lambda good: good[:len(good) // 2],
+    "binary garbage": lambda _good: bytes(np.random.default_rng(0).integers(0, 256, 4096,
+                                                                        dtype=np.uint8)),
+    "not a result": lambda _good: b"[1, 2, 3]\n",
+    "measurements missing": lambda good: json.dumps(
+        {k: v for k, v in json.loads(good).items() if k != "routing_all"}).encode(),
+    "another configuration": lambda good: json.dumps(
+        {**json.loads(good), "key": "0" * 16}).encode(),
+}
+
+
+def task_routing_warnings(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == tr.__name__]
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_cached_run_is_rerun_with_one_log_line(tiny_run, tmp_path, monkeypatch, caplog,
+                                                      damage):
+    cfg, art, res = tiny_run
+    good = result_path(cfg, art).read_bytes()
+    path = result_path(cfg, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(DAMAGE[damage](good))
+    assert load_result(cfg, tmp_path) is None            # never read as a result
+    reruns = []
+
+    def rerun(c, artifacts_dir, profile="smoke", progress=False):
+        reruns.append(c)
+        tr.atomic_write_json(result_path(c, artifacts_dir), res)
+        return res
+
+    monkeypatch.setattr(tr, "run_experiment", rerun)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger=tr.__name__):
+        out = run_grid([cfg], tmp_path, progress=False)
+    assert reruns == [cfg] and out[0]["cached"] is False
+    (line,) = task_routing_warnings(caplog)
+    assert "re-running" in line and str(path) in line and "\n" not in line
+    assert load_result(cfg, tmp_path) == json.loads(good)
+
+
+def test_damaged_cached_run_prefers_a_good_copy_elsewhere(tiny_run, tmp_path, monkeypatch,
+                                                          caplog):
+    cfg, art, res = tiny_run
+    path = result_path(cfg, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(result_path(cfg, art).read_bytes()[:100])
+
+    def boom(*a, **k):
+        raise AssertionError("retrained although a good copy was cached")
+
+    monkeypatch.setattr(tr, "run_experiment", boom)
+    with caplog.at_level("WARNING", logger=tr.__name__):
+        out = run_grid([cfg], tmp_path, progress=False, reuse_from=[art])
+    assert out[0]["cached"] and out[0]["accuracy"] == res["accuracy"]
+    (line,) = task_routing_warnings(caplog)
+    assert "reusing another cached copy" in line
+    assert load_result(cfg, tmp_path) == load_result(cfg, art)      # the damaged file replaced
+
+
+def test_real_rerun_replaces_a_truncated_file_atomically(tmp_path, caplog):
+    cfg = ExperimentConfig(n_tasks=2, n_experts=2, objective="ce", steps=3, **TINY)
+    path = result_path(cfg, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"version": 1, "key": "')
+    with caplog.at_level("WARNING", logger=tr.__name__):
+        (row,) = run_grid([cfg], tmp_path, progress=False)
+    assert row["cached"] is False and len(task_routing_warnings(caplog)) == 1
+    assert json.loads(path.read_text())["key"] == cfg.key()
+    # written through moe_routing.atomic: a temporary file renamed over the target, none left
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_parallel_workers_give_the_serial_results(tmp_path):
+    """run_grid(workers=2) trains in two spawned processes; every run seeds itself, so the
+    results are the serial ones (same code, same seeds, same thread count)."""
+    cfgs = grid_configs([2], [1, 2], ["ce", "ce+router"], steps=6, **TINY)
+    serial = run_grid(cfgs, tmp_path / "serial", progress=False)
+    par = run_grid(cfgs, tmp_path / "par", progress=False, workers=2)
+    assert [r["cached"] for r in par] == [r["cached"] for r in serial] == [False, True,
+                                                                          False, False]
+    for a, b in zip(serial, par):
+        assert a["key"] == b["key"] and a["config"] == b["config"]
+        np.testing.assert_allclose(a["history"]["ce"], b["history"]["ce"], rtol=1e-6)
+        assert a["accuracy"] == pytest.approx(b["accuracy"], abs=1e-12)
+    assert len(list((tmp_path / "par" / "task_routing").glob("*.json"))) == 3
+    with pytest.raises(ValueError, match="workers"):
+        run_grid(cfgs, None, progress=False, workers=0)

@@ -3,9 +3,11 @@
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from moe_routing.knowledge.sources.wikidata5m import (WikiData5MAliasError, WikiData5MFileError,
+from moe_routing.knowledge.sources.wikidata5m import (CHUNK_BYTES, MAX_LINE_BYTES,
+                                                      WikiData5MAliasError, WikiData5MFileError,
                                                       WikiData5MFormatError, load_wikidata5m,
                                                       write_official_format)
 
@@ -89,6 +91,25 @@ def test_missing_alias(tmp_path):
                             "(1 sampled entities lack one: Q4)")
     res = load_wikidata5m(tmp_path, relations=["P36", "P17"], on_missing_alias="skip")
     assert dict(res.tasks[0].dictionary) == {"France": "Paris"}
+    # the skipped entity is named, not only counted
+    assert res.skipped_entities == ["Q4"]
+    assert res.relations["P36"]["skipped_pairs"] == res.relations["P17"]["skipped_pairs"] == 1
+
+
+def test_build_dataset_exposes_on_missing_alias_and_names_skipped_entities(tmp_path):
+    from moe_routing.knowledge import build_dataset
+
+    write(tmp_path, entities={k: v for k, v in ENTITIES.items() if k != "Q4"})
+    kw = dict(n_relations=2, n_pairs=1, n_templates=2)
+    with pytest.raises(WikiData5MAliasError, match="no alias for entity Q4"):
+        build_dataset(tmp_path, **kw)
+    with pytest.warns(UserWarning, match=r"skipped 1 sampled entities without an alias .*: Q4"):
+        ds = build_dataset(tmp_path, on_missing_alias="skip", **kw)
+    assert ds.skipped_entities == ("Q4",) and ds.subset([0]).skipped_entities == ("Q4",)
+    assert {t.name: dict(t.dictionary) for t in ds.tasks} == {"P17": {"Paris": "France"},
+                                                              "P36": {"France": "Paris"}}
+    with pytest.raises(ValueError, match="on_missing_alias = 'drop'"):
+        build_dataset(tmp_path, on_missing_alias="drop", **kw)
 
 
 def test_missing_files(tmp_path):
@@ -106,7 +127,7 @@ def test_missing_files(tmp_path):
 
 
 def test_bad_arguments_fail_before_reading(tmp_path):
-    with pytest.raises(ValueError, match="no templates for relations"):
+    with pytest.raises(ValueError, match=r"relations = \['P999'\].*relations with templates"):
         load_wikidata5m(tmp_path, relations=["P999"])
     with pytest.raises(ValueError, match="n_pairs"):
         load_wikidata5m(tmp_path, n_pairs=0)
@@ -117,7 +138,7 @@ def test_name_collisions_drop_non_functional_names(tmp_path):
     write(tmp_path, entities=ents)
     # P36: "France" -> Paris and "France" -> Rome: the name is not functional, both dropped,
     # and Q5 has two capitals: nothing is left
-    with pytest.raises(ValueError, match=r"relations \['P36'\] have no functional pairs"):
+    with pytest.raises(ValueError, match=r"relations = \['P36'\].*functional pair"):
         load_wikidata5m(tmp_path, relations=["P36", "P17"])
     # P17: Paris -> France and Rome -> France: many-to-one is fine
     res = load_wikidata5m(tmp_path, relations=["P17"])
@@ -133,7 +154,7 @@ def test_sampling_is_seeded_bounded_and_functional(tmp_path):
     assert [dict(t.dictionary) for t in a.tasks] == [dict(t.dictionary) for t in b.tasks]
     assert [dict(t.dictionary) for t in a.tasks] != [dict(t.dictionary) for t in c.tasks]
     assert all(t.n_pairs == 50 for t in a.tasks)
-    for r, s in a.relations.items():
+    for s in a.relations.values():
         assert s["heads_sampled"] <= 4 * 50 < s["triples"]
     # functional against the whole file: no kept head has another tail anywhere
     tails = {}
@@ -143,7 +164,7 @@ def test_sampling_is_seeded_bounded_and_functional(tmp_path):
     for task in a.tasks:
         for s, o in task.dictionary.items():
             assert tails[(s, task.name)] == {o}
-    with pytest.raises(ValueError, match="only 3 templated relations"):
+    with pytest.raises(ValueError, match="n_relations = 4 .*at most 3"):
         load_wikidata5m(tmp_path, n_relations=4, n_pairs=50)
 
 
@@ -181,3 +202,77 @@ def test_crlf_line_ends_and_blank_lines(tmp_path):
     res = load_wikidata5m(tmp_path, relations=["P36", "P17"], n_pairs=10)
     assert dict(res.tasks[0].dictionary) == {"France": "Paris", "Italy": "Rome"}
     assert res.n_lines == len(TRIPLES)
+
+
+# ---- damaged files: a clear error naming the file and where, in bounded memory ----------------
+
+HUNDRED_MB = 100 * 2 ** 20
+
+
+def peak_bytes_of(fn):
+    """(the error ``fn`` raised, peak bytes Python and NumPy allocated meanwhile)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(WikiData5MFormatError) as e:
+            fn()
+        return e.value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("name, line", [("wikidata5m_transductive_train.txt", 9),
+                                        ("wikidata5m_entity.txt", 8)])
+def test_binary_garbage_names_file_and_line(tmp_path, name, line):
+    write(tmp_path)
+    p = tmp_path / name
+    garbage = np.random.default_rng(1).integers(0, 256, 64 * 1024, dtype=np.uint8).tobytes()
+    p.write_bytes(p.read_bytes() + b"\x00\xff\xfe" + garbage)   # never a valid first byte
+    with pytest.raises(WikiData5MFormatError) as e:
+        load_wikidata5m(tmp_path, relations=["P36"])
+    assert str(e.value).startswith(f"{name}, line {line}: expected ")
+
+
+@pytest.mark.parametrize("name, gz", [("wikidata5m_transductive_train.txt", False),
+                                      ("wikidata5m_entity.txt", True)])
+def test_a_100_mb_line_fails_after_about_one_mib(tmp_path, name, gz):
+    write(tmp_path)
+    p = tmp_path / name
+    head = p.read_bytes()
+    p.unlink()
+    if gz:   # 100 MB of zero bytes compress to ~100 KB; written piece by piece
+        with gzip.open(str(p) + ".gz", "wb", compresslevel=1) as f:
+            f.write(head)
+            zeros = bytes(2 ** 22)
+            for _ in range(HUNDRED_MB // len(zeros)):
+                f.write(zeros)
+            f.write(b"\n")
+    else:    # a sparse file: the 100 MB line costs no disk and no time to write
+        with open(p, "wb") as f:
+            f.write(head)
+            f.seek(len(head) + HUNDRED_MB)
+            f.write(b"\n")
+    n = head.count(b"\n") + 1
+    err, peak = peak_bytes_of(lambda: load_wikidata5m(tmp_path, relations=["P36"]))
+    assert str(err).startswith(f"{name}{'.gz' if gz else ''}, line {n} (byte offset "
+                               f"{len(head)}): longer than {MAX_LINE_BYTES} bytes")
+    # one 4 MiB chunk, its pieces and the 1 MiB cap: far below the 100 MB line
+    assert peak < 3 * CHUNK_BYTES + 2 * MAX_LINE_BYTES < HUNDRED_MB / 6, peak
+
+
+def test_truncated_gz_names_last_whole_line_and_offsets(tmp_path):
+    write_official_format(tmp_path, 30_000, n_entities=1_000, gz=True, seed=3)
+    p = tmp_path / "wikidata5m_transductive_train.txt.gz"
+    whole = gzip.decompress(p.read_bytes())
+    cut = p.stat().st_size // 2
+    p.write_bytes(p.read_bytes()[:cut])
+    err, peak = peak_bytes_of(lambda: load_wikidata5m(tmp_path, relations=["P17"]))
+    msg = str(err)
+    assert msg.startswith(f"{p.name}: compressed stream is damaged or truncated after line ")
+    n_lines = int(msg.split("after line ")[1].split(" ")[0])
+    offset = int(msg.split("uncompressed byte offset ")[1].split(";")[0])
+    assert f"the .gz breaks near byte {cut} of {cut}" in msg
+    # exactly the lines before the offset were read whole; the rest of the file was not
+    assert n_lines == whole[:offset].count(b"\n") > 0 and offset < len(whole)
+    assert peak < 3 * CHUNK_BYTES

@@ -1,5 +1,4 @@
 import pytest
-import torch
 
 from moe_routing.model import MoEConfig, MoETransformer, TrainConfig
 

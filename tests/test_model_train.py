@@ -7,8 +7,7 @@ import torch
 
 from moe_routing import routing_metrics as rm
 from moe_routing.model import (IGNORE_INDEX, MoEConfig, MoETransformer, TrainConfig, TrainData,
-                               build_and_train, exact_match, greedy_complete, model_valid_mass,
-                               valid_next_token_mass)
+                               build_and_train, exact_match, greedy_complete, valid_next_mass)
 
 
 
@@ -119,28 +118,46 @@ def test_greedy_completion_matches_step_by_step_argmax():
         greedy_complete(m, prefixes, torch.tensor([0, 1, 1, 1, 1]))
 
 
+def constant_logits_model(logits):
+    """A model whose logits are ``logits`` (v,) at every position: zero unembedding, bias set."""
+    m = MoETransformer(MoEConfig(vocab_size=len(logits), max_len=4, d_model=4, n_heads=2,
+                                 n_experts=2, d_expert=4, unembed_bias=True)).double()
+    with torch.no_grad():
+        m.unembed.weight.zero_()
+        m.unembed.bias.copy_(torch.tensor(logits, dtype=torch.float64))
+    return m
+
+
 def test_valid_mass_exact_and_tiny_invalid_mass():
-    logits = torch.tensor([[0.0, 0.0, 0.0, 0.0], [40.0, 40.0, 0.0, 0.0]], dtype=torch.float64)
-    valid = torch.tensor([[True, False, True, False], [True, True, False, False]])
-    mass, inv = valid_next_token_mass(logits, valid)
-    assert mass[0].item() == pytest.approx(0.5) and inv[0].item() == pytest.approx(0.5)
+    tokens = torch.zeros(1, 1, dtype=torch.long)
+    half = valid_next_mass(constant_logits_model([0.0, 0.0, 0.0, 0.0]), tokens,
+                           torch.tensor([[[True, False, True, False]]]))
+    assert half.mass.item() == pytest.approx(0.5) and half.invalid.item() == pytest.approx(0.5)
     # invalid mass 2 e^{-40} / (2 + 2 e^{-40}) ≈ 4.25e-18: lost in 1 - mass, kept here
-    assert inv[1].item() == pytest.approx(math.exp(-40), rel=1e-9)
-    assert mass[1].item() == 1.0
+    sure = valid_next_mass(constant_logits_model([40.0, 40.0, 0.0, 0.0]), tokens,
+                           torch.tensor([[[True, True, False, False]]]))
+    assert sure.invalid.item() == pytest.approx(math.exp(-40), rel=1e-9)
+    assert sure.mass.item() == 1.0
 
 
-def test_model_valid_mass_matches_softmax():
+def test_valid_next_mass_matches_softmax_whole_or_batched():
     torch.manual_seed(0)
     m = MoETransformer(MoEConfig(vocab_size=9, max_len=6, d_model=8, n_heads=2, n_experts=2,
                                  d_expert=8)).double()
     tokens = torch.randint(0, 9, (7, 6))
     valid = torch.rand(7, 6, 9) < 0.4
-    mass, inv = model_valid_mass(m, tokens, valid, batch_size=3)
+    mass, inv = valid_next_mass(m, tokens, valid, batch_size=3)
     p = m(tokens).logits.softmax(-1)
-    assert torch.allclose(mass, (p * valid).sum(-1), atol=1e-12)
-    assert torch.allclose(mass + inv, torch.ones_like(mass), atol=1e-12)
-    with pytest.raises(ValueError, match="expected"):
-        model_valid_mass(m, tokens, valid[..., :8])
+    # float64: the sums agree to a few ulps of 1 (9 terms)
+    assert torch.allclose(mass, (p * valid).sum(-1), rtol=0, atol=64 * 9 * 2.2e-16)
+    assert torch.allclose(mass + inv, torch.ones_like(mass), rtol=0, atol=64 * 9 * 2.2e-16)
+    # masks built one batch of rows at a time: the same computation, the same numbers
+    lazy = valid_next_mass(m, tokens, lambda rows: valid[rows], batch_size=3)
+    assert torch.equal(lazy.mass, mass) and torch.equal(lazy.invalid, inv)
+    with pytest.raises(ValueError, match=r"valid.shape = \(7, 6, 8\)"):
+        valid_next_mass(m, tokens, valid[..., :8])
+    with pytest.raises(ValueError, match=r"valid\(rows\).shape"):
+        valid_next_mass(m, tokens, lambda rows: valid[rows, :, :8])
 
 
 def test_prefix_continuation_beyond_length_is_ignored():

@@ -111,13 +111,50 @@ def test_grouped_backend_rejects_float64():
         m(batch())
 
 
+SIZES = (12, 3, 0, 7, 12)
+
+
+def grad_routed_to(target):
+    """w1's gradient (e, d, f) when the router sends every token to expert ``target``."""
+    m = make(expert_sizes=SIZES, backend="dense", router_bias=True)
+    with torch.no_grad():
+        m.router.weight.zero_()
+        m.router.bias.zero_()
+        m.router.bias[target] = 10.0
+    out = m(batch())
+    assert torch.all(out.expert_index == target)
+    out.logits.sum().backward()
+    return m.experts.w1.grad
+
+
+def live_neurons_get_gradient(g, target):
+    """Every live neuron of ``target`` gets gradient; no other weight of w1 does."""
+    live = SIZES[target]
+    others = torch.ones(g.shape[0], g.shape[2], dtype=torch.bool)
+    others[target, :live] = False
+    return bool(torch.all(g[target, :, :live].abs().amax(0) > 0)
+                and torch.all(g.transpose(1, 2)[others] == 0))
+
+
+@pytest.mark.parametrize("target", [1, 3])
+def test_routed_expert_live_neurons_get_gradient_dead_ones_none(target):
+    g = grad_routed_to(target)
+    assert live_neurons_get_gradient(g, target)
+    # The check must fail when the gradient went to another expert (the old form,
+    # `g[1, :, :3] > 0 or g[0] > 0`, passed in that case).
+    wrong = grad_routed_to(0)
+    assert not live_neurons_get_gradient(wrong, target)
+    assert wrong[1, :, :3].abs().max() > 0 or wrong[0].abs().max() > 0
+
+
 def test_masked_neurons_contribute_nothing_and_get_no_gradient():
-    m = make(expert_sizes=(12, 3, 0, 7, 12), backend="dense")
+    m = make(expert_sizes=SIZES, backend="dense")
     out = m(batch())
     out.logits.sum().backward()
     g = m.experts.w1.grad
     assert torch.all(g[1, :, 3:] == 0) and torch.all(g[2] == 0) and torch.all(g[3, :, 7:] == 0)
-    assert g[1, :, :3].abs().max() > 0 or g[0].abs().max() > 0
+    for e in [e for e in map(int, out.expert_index.unique()) if SIZES[e]]:  # chosen, live
+        assert g[e, :, :SIZES[e]].abs().max() > 0, e
     # Changing dead neurons' weights leaves the function unchanged.
     before = m(batch()).logits
     with torch.no_grad():
@@ -188,7 +225,7 @@ def test_knock_out_zero_and_reroute():
     assert not (rr.expert_index == k).any() and torch.all(rr.router_probs[..., k] == 0)
     m.restore_experts()
     assert torch.equal(m(x, return_internals=True).logits, base.logits)
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match=r"experts\[0\] = 7 .*≤ 4"):
         m.knock_out([7])
 
 
@@ -197,9 +234,9 @@ def test_set_weights_checks_names_and_shapes():
     eye = torch.eye(8, 16, dtype=torch.float64)
     m.set_weights({"attn.w_o": torch.stack([eye, eye.roll(8, 1)])})
     assert torch.equal(m.attn.w_o[1, :, 8:], torch.eye(8, dtype=torch.float64))
-    with pytest.raises(ValueError, match="expected"):
+    with pytest.raises(ValueError, match=r"weights\['attn.w_o'\].shape = \(2, 8, 15\)"):
         m.set_weights({"attn.w_o": torch.zeros(2, 8, 15)})
-    with pytest.raises(ValueError, match="unknown weight"):
+    with pytest.raises(ValueError, match="weights name = 'attn.W_O'"):
         m.set_weights({"attn.W_O": torch.zeros(2, 8, 16)})
 
 

@@ -4,7 +4,6 @@ failure isolation, atomic outputs, provenance."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -242,6 +241,17 @@ def test_stage_builds_toc_and_generated_pages(project):
     assert "A-thm42-accuracy" in ledger and "pending" in ledger   # unmeasured claims are listed
     status = (out / "generated" / "status.md").read_text()
     assert status.count("✓ ok") == 2
+    # the reader's notebook: an install note first, and the injected cell holding every
+    # parameter of the run (profile included) with a local artifacts folder
+    staged = nbformat.read(out / "chapters" / "alpha.ipynb", as_version=4)
+    assert "pip install" in staged.cells[0].source
+    assert "remove-cell" in staged.cells[0].metadata["tags"]
+    injected = next(c for c in staged.cells if "injected-parameters" in c.metadata.get("tags", []))
+    assert "profile = 'smoke'" in injected.source and "n = 5" in injected.source
+    assert 'artifacts_dir = "artifacts/alpha"' in injected.source
+    ns: dict = {}
+    exec(injected.source, ns)                 # runs as plain Python, overriding the defaults
+    assert (ns["profile"], ns["n"], ns["device"]) == ("smoke", 5, "auto")
     mtime = (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns
     pl.stage(project, "smoke")                                      # unchanged: not rewritten
     assert (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns == mtime

@@ -4,12 +4,8 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from moe_routing import routing_metrics as rm
-from moe_routing.model import MoEConfig, MoETransformer
-
-
 
 
 def test_counts_and_conditional():
@@ -61,20 +57,24 @@ def test_entropy_and_utilisation():
     assert rm.expert_utilisation([0, 0, 3, 1], 4).tolist() == [0.5, 0.25, 0.0, 0.25]
 
 
-def test_active_parameters_counts():
-    cfg = MoEConfig(vocab_size=10, max_len=5, d_model=4, n_heads=2, n_experts=3, d_expert=6,
-                    layernorm=False, expert_sizes=(6, 2, 4))
-    m = MoETransformer(cfg)
-    pc = rm.active_parameters(m)
-    per = [2 * n * 4 + n + 4 for n in (6, 2, 4)]
-    assert pc.per_expert == tuple(per) and pc.experts_total == sum(per)
-    attn = 4 * 2 * 4 * 2                              # q, k, v, o: each (2 heads × 4 × 2)
-    router, unembed = 3 * 4, 10 * 4
-    emb = 10 * 4 + 5 * 4
-    assert pc.total == emb + attn + router + unembed + sum(per)
-    assert pc.active == 2 * 4 + attn + router + unembed + per[0]
-    routed = rm.active_parameters(m, expert_ids=[1, 1, 2, 0])
-    assert routed.experts_active == pytest.approx((2 * per[1] + per[2] + per[0]) / 4)
-    # stored parameters minus the masked (dead) neurons: 4 + 2 dead, each 2·d + 1 weights
-    dead = (6 - 2 + 6 - 4) * (2 * 4 + 1)
-    assert pc.total == sum(p.numel() for p in m.parameters()) - dead
+def test_designated_counts_ceiling_hand_values():
+    # K = 20 tasks of 100 tokens on E = 7 experts: six experts get 3 tasks, one gets 2
+    c = rm.designated_counts(np.full(20, 100), 7)
+    assert c.sum() == 2000 and rm.diagonal_accuracy(c) == 1.0
+    assert rm.purity(c) == pytest.approx(7 / 20)       # each expert's majority: one task
+    he = -(18 / 20 * math.log(3 / 20) + 2 / 20 * math.log(2 / 20))
+    assert rm.normalized_mutual_info(c) == pytest.approx(2 * he / (math.log(20) + he))
+    # K ≤ E: one-to-one, NMI 1
+    assert rm.normalized_mutual_info(rm.designated_counts([5, 7, 9], 4)) == pytest.approx(1.0)
+
+
+def test_independent_counts_keep_marginals_and_lose_dependence():
+    c = rm.designated_counts(np.full(10, 400), 5)      # perfectly specialised, NMI 1
+    ind = rm.independent_counts(c, seed=0)
+    np.testing.assert_array_equal(ind.sum(1), c.sum(1))
+    # expert loads: the same marginal up to multinomial noise (4000 tokens, 5 experts)
+    np.testing.assert_allclose(ind.sum(0) / 4000, c.sum(0) / 4000, atol=0.03)
+    assert rm.normalized_mutual_info(ind) < 0.01 < rm.normalized_mutual_info(c)
+    np.testing.assert_array_equal(ind, rm.independent_counts(c, seed=0))   # seeded
+    with pytest.raises(ValueError, match="integer row totals"):
+        rm.independent_counts(c / 3)

@@ -25,6 +25,8 @@ def glue(name: str, value: Any, display: bool = False) -> None:
         return
     if get_ipython() is None:
         return
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()      # NumPy 2 / torch scalars: "1.25", not "np.float64(1.25)"
     bundle, metadata = format_display_data(value)
     prefix = "" if display else HIDDEN_PREFIX
     metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}

@@ -20,33 +20,67 @@ Definitions (stated because codebases differ):
   ``Σ_k max_e C[k, e] / N``.
 * router entropy — mean over tokens of ``H(p(·|x))`` in nats (optionally / log E).
 * utilisation — fraction of tokens per expert.
+
+Two reference count matrices put a measured routing between its floor and its ceiling:
+:func:`independent_counts` (the same task sizes and expert loads, no task–expert dependence:
+what "no specialisation" measures, NMI ≈ 0 up to sampling noise) and
+:func:`designated_counts` (every token at its designated expert: the best a router trained
+towards ``task mod E`` can do; when K > E experts are shared, so its purity and NMI are below 1).
+
+Inputs are checked before anything is computed (the library's idiom,
+:mod:`moe_routing.validation`): ids must be integer arrays of one size, in range and non-empty;
+a count matrix must be a finite, non-negative (K, E) array holding at least one token; router
+probabilities must be finite rows of a distribution.  A metric of zero tokens is refused rather
+than returned as NaN.  Parameter counts live with the model
+(:func:`moe_routing.model.parameter_count`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from .validation import fail, finite_array, generator, integer, require
 
-def _as_np(x) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
+EPS64 = float(np.finfo(np.float64).eps)
+
+
+def _ids(name: str, values) -> np.ndarray:
+    """Flat int64 ids from an integer array or tensor (non-empty)."""
+    raw = values.detach().cpu().numpy() if hasattr(values, "detach") else values
+    try:
+        a = np.asarray(raw)
+    except (TypeError, ValueError):
+        fail(name, type(values).__name__, "an integer array")
+    require(a.size > 0, f"{name}.size", a.size, "a non-empty array")
+    require(np.issubdtype(a.dtype, np.integer), f"{name}.dtype", a.dtype, "an integer dtype")
+    a = a.reshape(-1).astype(np.int64)
+    return a
+
+
+def _in_range(name: str, ids: np.ndarray, n: int) -> None:
+    lo, hi = int(ids.min()), int(ids.max())
+    require(lo >= 0 and hi < n, f"{name} range", f"{lo}..{hi}", f"accepted 0..{n - 1}")
+
+
+def _counts(counts) -> np.ndarray:
+    """A (K, E) finite non-negative count matrix holding at least one token, as float64."""
+    c = finite_array("counts", counts, ndim=2, low=0)
+    require(c.sum() > 0, "counts.sum()", float(c.sum()), "at least one token (a positive total)")
+    return c
 
 
 def task_expert_counts(task_ids, expert_ids, n_tasks: int, n_experts: int) -> np.ndarray:
     """(K, E) integer counts of tokens per (task, expert)."""
-    t = _as_np(task_ids).reshape(-1).astype(np.int64)
-    e = _as_np(expert_ids).reshape(-1).astype(np.int64)
-    if t.shape != e.shape:
-        raise ValueError(f"{t.size} task ids for {e.size} expert ids")
-    if t.size and (t.min() < 0 or t.max() >= n_tasks):
-        raise ValueError(f"task ids span {t.min()}..{t.max()}; accepted 0..{n_tasks - 1}")
-    if e.size and (e.min() < 0 or e.max() >= n_experts):
-        raise ValueError(f"expert ids span {e.min()}..{e.max()}; accepted 0..{n_experts - 1}")
+    n_tasks = integer("n_tasks", n_tasks, low=1)
+    n_experts = integer("n_experts", n_experts, low=1)
+    t = _ids("task_ids", task_ids)
+    e = _ids("expert_ids", expert_ids)
+    require(t.size == e.size, "expert_ids.size", e.size, f"one id per task id ({t.size})")
+    _in_range("task_ids", t, n_tasks)
+    _in_range("expert_ids", e, n_experts)
     counts = np.zeros((n_tasks, n_experts), dtype=np.int64)
     np.add.at(counts, (t, e), 1)
     return counts
@@ -54,15 +88,14 @@ def task_expert_counts(task_ids, expert_ids, n_tasks: int, n_experts: int) -> np
 
 def expert_given_task(counts) -> np.ndarray:
     """P(E|T): (K, E) rows summing to 1 (zero rows for tasks without tokens)."""
-    c = np.asarray(counts, dtype=float)
+    c = _counts(counts)
     rows = c.sum(1, keepdims=True)
     return np.divide(c, rows, out=np.zeros_like(c), where=rows > 0)
 
 
 def purity(counts) -> float:
-    c = np.asarray(counts, dtype=float)
-    n = c.sum()
-    return float(c.max(0).sum() / n) if n else float("nan")
+    c = _counts(counts)
+    return float(c.max(0).sum() / c.sum())
 
 
 def _entropy(p: np.ndarray) -> float:
@@ -72,11 +105,8 @@ def _entropy(p: np.ndarray) -> float:
 
 def normalized_mutual_info(counts) -> float:
     """I(T;E) / mean(H(T), H(E)) from the count matrix (1 when both entropies vanish)."""
-    c = np.asarray(counts, dtype=float)
-    n = c.sum()
-    if n == 0:
-        return float("nan")
-    pj = c / n
+    c = _counts(counts)
+    pj = c / c.sum()
     pt, pe = pj.sum(1), pj.sum(0)
     ht, he = _entropy(pt), _entropy(pe)
     if ht + he == 0:
@@ -88,39 +118,51 @@ def normalized_mutual_info(counts) -> float:
 
 def diagonal_accuracy(counts) -> float:
     """Fraction of tokens routed to the designated expert ``task mod E``."""
-    c = np.asarray(counts, dtype=float)
-    n = c.sum()
-    if n == 0:
-        return float("nan")
+    c = _counts(counts)
     k, e = c.shape
-    return float(c[np.arange(k), np.arange(k) % e].sum() / n)
+    return float(c[np.arange(k), np.arange(k) % e].sum() / c.sum())
 
 
 def matched_accuracy(counts) -> float:
     """Best one-to-one task↔expert matching (Hungarian), as a fraction of all tokens."""
-    c = np.asarray(counts, dtype=float)
-    n = c.sum()
-    if n == 0:
-        return float("nan")
+    c = _counts(counts)
     rows, cols = linear_sum_assignment(c, maximize=True)
-    return float(c[rows, cols].sum() / n)
+    return float(c[rows, cols].sum() / c.sum())
 
 
 def many_to_one_accuracy(counts) -> float:
     """Each task sent to its most used expert: ``Σ_k max_e C[k, e] / N``."""
-    c = np.asarray(counts, dtype=float)
-    n = c.sum()
-    return float(c.max(1).sum() / n) if n else float("nan")
+    c = _counts(counts)
+    return float(c.max(1).sum() / c.sum())
+
+
+def _rounding_eps(values) -> float:
+    """Machine epsilon of the dtype ``values`` were computed in (float64 for Python lists)."""
+    dtype = getattr(values, "dtype", None)
+    if hasattr(dtype, "is_floating_point"):                      # a torch dtype
+        import torch
+
+        return float(torch.finfo(dtype).eps) if dtype.is_floating_point else EPS64
+    if dtype is not None and np.issubdtype(dtype, np.floating):
+        return float(np.finfo(dtype).eps)
+    return EPS64
 
 
 def router_entropy(router_probs, normalise: bool = False) -> float:
-    """Mean per-token entropy of the routing distribution (nats; / log E if ``normalise``)."""
-    p = _as_np(router_probs).astype(float)
+    """Mean per-token entropy of the routing distribution (nats; / log E if ``normalise``).
+
+    router_probs (..., E): finite rows of a distribution (entries ≥ 0 summing to 1 up to the
+    rounding of their own dtype: E·8 ulps)."""
+    if not isinstance(normalise, (bool, np.bool_)):
+        fail("normalise", normalise, "True or False")
+    p = finite_array("router_probs", router_probs, ndim=tuple(range(1, 8)), low=0)
     p = p.reshape(-1, p.shape[-1])
-    if p.shape[0] == 0:
-        return float("nan")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(p > 0, p * np.log(p), 0.0).sum(1).mean()
+    dev = np.abs(p.sum(1) - 1.0)
+    worst = int(dev.argmax())
+    require(dev[worst] <= 8 * p.shape[1] * _rounding_eps(router_probs),
+            f"router_probs[{worst}].sum()",
+            float(p[worst].sum()), "rows summing to 1 (a routing distribution)")
+    h = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(1).mean()
     if normalise:
         return float(h / math.log(p.shape[1])) if p.shape[1] > 1 else 0.0
     return float(h)
@@ -128,61 +170,45 @@ def router_entropy(router_probs, normalise: bool = False) -> float:
 
 def expert_utilisation(expert_ids, n_experts: int) -> np.ndarray:
     """(E,) fraction of routing assignments per expert."""
-    e = _as_np(expert_ids).reshape(-1).astype(np.int64)
-    if e.size and (e.min() < 0 or e.max() >= n_experts):
-        raise ValueError(f"expert ids span {e.min()}..{e.max()}; accepted 0..{n_experts - 1}")
+    n_experts = integer("n_experts", n_experts, low=1)
+    e = _ids("expert_ids", expert_ids)
+    _in_range("expert_ids", e, n_experts)
     counts = np.bincount(e, minlength=n_experts).astype(float)
-    return counts / counts.sum() if counts.sum() else counts
+    return counts / counts.sum()
 
 
-@dataclass(frozen=True)
-class ParameterCount:
-    """Parameters of a model, and those a token actually uses.
-
-    ``active`` counts embeddings (one row each), attention, router, the ``top_k`` experts a
-    token uses (live neurons only, averaged over ``expert_ids`` when given, else the largest
-    experts) and the unembedding; ``total`` counts everything stored (live neurons only).
-    """
-
-    total: int
-    active: float
-    experts_total: int
-    experts_active: float
-    per_expert: tuple[int, ...]
-
-    @property
-    def active_fraction(self) -> float:
-        return self.active / self.total
+def independent_counts(counts, seed=0) -> np.ndarray:
+    """(K, E) counts with the row totals of ``counts`` and its expert marginal, but experts
+    drawn independently of tasks (each task's tokens multinomial over the marginal): the
+    routing metrics of this matrix are what "no task–expert dependence" scores."""
+    c = _counts(counts)
+    rng = generator("seed", seed)
+    totals = c.sum(1)
+    require(np.allclose(totals, np.round(totals)), "counts", "non-integer row totals",
+            "token counts (integer row totals)")
+    marginal = c.sum(0) / c.sum()                                          # (E,)
+    return np.stack([rng.multinomial(int(round(n)), marginal) for n in totals])
 
 
-def active_parameters(model, expert_ids=None) -> ParameterCount:
-    """Total vs active parameters per token of a :class:`~moe_routing.model.MoETransformer`."""
-    cfg = model.config
-    d, v = cfg.d_model, cfg.vocab_size
-    per_expert = tuple(int(2 * n * d + n + d) for n in cfg.neurons_per_expert)   # W1,b1,W2,b2
-    experts_total = sum(per_expert)
-    other = sum(p.numel() for name, p in model.named_parameters()
-                if not name.startswith("experts."))
-    emb = model.tok_emb.weight.numel() + model.pos_emb.weight.numel()
-    if expert_ids is not None:
-        e = _as_np(expert_ids).reshape(-1).astype(np.int64)
-        experts_active = float(np.asarray(per_expert)[e].sum() / max(1, e.size // cfg.top_k)) \
-            if e.size else 0.0
-        if e.size % cfg.top_k:
-            raise ValueError(f"{e.size} expert ids is not a multiple of top_k={cfg.top_k}")
-    else:
-        experts_active = float(sum(sorted(per_expert, reverse=True)[:cfg.top_k]))
-    active = other - emb + 2 * d + experts_active                          # one row of each table
-    return ParameterCount(total=other + experts_total, active=active,
-                          experts_total=experts_total, experts_active=experts_active,
-                          per_expert=per_expert)
+def designated_counts(task_totals, n_experts: int) -> np.ndarray:
+    """(K, E) counts of perfect routing to the designated experts: task k's ``task_totals[k]``
+    tokens all at expert ``k mod E``.  Its purity and NMI are the ceilings of a router trained
+    towards that map (both below 1 when K > E: experts are shared)."""
+    n_experts = integer("n_experts", n_experts, low=1)
+    t = finite_array("task_totals", task_totals, ndim=1, low=0)
+    require(t.sum() > 0, "task_totals.sum()", float(t.sum()), "at least one token")
+    out = np.zeros((t.size, n_experts))
+    out[np.arange(t.size), np.arange(t.size) % n_experts] = t
+    return out
 
 
 def routing_summary(task_ids, expert_ids, n_tasks: int, n_experts: int,
                     router_probs=None) -> dict:
-    """All the scalar metrics above in one JSON-ready dict (plus the P(E|T) matrix)."""
+    """All the scalar metrics above in one JSON-ready dict (plus the count matrix ``counts``
+    and P(E|T), from which the reference matrices above can be built)."""
     c = task_expert_counts(task_ids, expert_ids, n_tasks, n_experts)
     out = {
+        "counts": c.tolist(),
         "p_expert_given_task": expert_given_task(c).tolist(),
         "purity": purity(c),
         "nmi": normalized_mutual_info(c),
@@ -192,6 +218,9 @@ def routing_summary(task_ids, expert_ids, n_tasks: int, n_experts: int,
         "utilisation": expert_utilisation(expert_ids, n_experts).tolist(),
     }
     if router_probs is not None:
+        shape = tuple(getattr(router_probs, "shape", None) or np.shape(router_probs))
+        require(len(shape) >= 1 and shape[-1] == c.shape[1], "router_probs.shape", shape,
+                f"(..., n_experts={c.shape[1]})")
         out["router_entropy"] = router_entropy(router_probs)
         out["router_entropy_normalised"] = router_entropy(router_probs, normalise=True)
     return out

@@ -48,7 +48,8 @@ def chapter_order(project) -> list[str]:
     return [n for n in ranked if n in names] + sorted(set(names) - set(ranked))
 
 
-def status_page(project, profile: str, states: dict[str, dict | None]) -> str:
+def status_page(project, profile: str, states: dict[str, dict | None],
+                downloads: list[str] = ()) -> str:
     lines = [
         "# Execution status",
         "",
@@ -85,6 +86,21 @@ def status_page(project, profile: str, states: dict[str, dict | None]) -> str:
     if errors:
         lines += ["", "## Failures", "", "The outputs shown for these chapters, if any, are "
                   "those of their last successful run.", "", *errors]
+    lines += ["", "## Run the chapters yourself", "",
+              "Each chapter's page offers its executed notebook (`.ipynb`, download button at the "
+              "top of the page); its parameters cell holds the values of this build. The "
+              "notebooks need the library `moe_routing` with its notebook extras:"]
+    if downloads:
+        wheel = downloads[0]
+        lines += ["", f"* the library's wheel: {{download}}`{wheel} <../_static/downloads/{wheel}>` — "
+                  f"`pip install \"{wheel}[notebooks]\"` (any Python ≥ 3.11 environment with "
+                  "torch ≥ 2.4; a GPU build of torch is kept as it is);"]
+    lines += ["* or, in a clone of the repository, `pip install -e \".[notebooks]\"`.", "",
+              "The chapters' MyST sources (the text form of each notebook, which JupyterLab "
+              "opens as a notebook through jupytext): "
+              + ", ".join(f"{{download}}`{n}.md <../_static/downloads/{n}.md>`"
+                          for n in chapter_order(project))
+              + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -175,14 +191,15 @@ def ledger_page(project, profile: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def generated_pages(project, profile: str, states: dict[str, dict | None]) -> dict[str, str]:
+def generated_pages(project, profile: str, states: dict[str, dict | None],
+                    downloads: list[str] = ()) -> dict[str, str]:
     from .exercises import exercise_index, exercises_page
 
     rows = ledger_rows(project, profile)
     names = chapter_order(project)
     exercises = exercises_page(exercise_index(project.notebooks_dir, names),
                                {n: _title(project.notebook_path(n)) for n in names})
-    return {"status.md": status_page(project, profile, states),
+    return {"status.md": status_page(project, profile, states, downloads),
             "exercises.md": exercises,
             "ledger.md": ledger_page(project, profile),
             "ledger.json": json.dumps(rows, indent=2, ensure_ascii=False) + "\n"}

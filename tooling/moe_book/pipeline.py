@@ -11,8 +11,8 @@ Usage (the Makefile calls these; every command validates its arguments before an
 Why not jupyter-cache (what Jupyter Book uses by itself)?  It hashes code cells only, so an edit
 in ``src/`` would not re-execute the notebooks that import it.  Here a notebook's *key* is the
 SHA-256 of everything its output depends on (:mod:`moe_book.keys`): its MyST source, its
-resolved parameters, the profile and device, the lock file and the science library's source.  A notebook re-executes only
-when its key changed (or its last run failed).
+resolved parameters, the profile and device, the lock file and the science library's source.
+A notebook re-executes only when its key changed (or its last run failed).
 
 Layout, per profile P (all under ``build/P/``)::
 
@@ -267,34 +267,74 @@ def verify_outputs(bdir: Path, name: str, state: dict | None) -> str | None:
 CELL_TIMEOUT_S = {"smoke": 600, "default": 1800, "paper": 12 * 3600}
 
 
-def _finalise_notebook(nb, name: str, profile: str, params: dict, prov: dict,
-                       artifacts: Path) -> None:
-    """Hide the pipeline's plumbing from readers: drop the defaults cell, keep the injected
-    cell (the values actually used) with a comment naming the profile, record provenance.
+def _install_note(name: str, profile: str) -> str:
+    from moe_routing import __version__
+
+    wheel = f"moe_routing-{__version__}-py3-none-any.whl"
+    return (
+        f"**Run this chapter yourself.** This notebook was executed by the book with the "
+        f"`{profile}` profile; its parameters cell holds exactly the values used. It needs the "
+        f"library `moe_routing` {__version__} with its notebook extras:\n\n"
+        f"    pip install \"{wheel}[notebooks]\"\n\n"
+        f"(the wheel is offered for download on the book's *Execution status* page), or, in a "
+        f"clone of the book's repository, `pip install -e \".[notebooks]\"`. Then run all cells "
+        f"from any folder: results are written to `artifacts/{name}/` beside the notebook. "
+        f"A GPU is used when present (`device = \"auto\"`).")
+
+
+def _finalise_notebook(nb, name: str, profile: str, prov: dict, artifacts: Path) -> None:
+    """Record provenance and the true paths in the executed notebook.
 
     papermill records its input as the whole input notebook when given a notebook object
     (doubling the file and leaking every cell, solutions included, into metadata): replace it
-    by the source path, and the temporary output/artifact paths by the final ones.
+    by the source path, and the temporary output/artifact paths by the final ones. What the
+    reader sees of the parameters is set at staging time (:func:`reader_notebook`), so changing
+    it re-executes nothing.
     """
     pm_meta = nb.metadata.get("papermill", {})
     pm_meta["input_path"] = f"notebooks/{name}.md"
     pm_meta["output_path"] = f"build/{profile}/executed/{name}.ipynb"
     if "parameters" in pm_meta:
         pm_meta["parameters"] = {**pm_meta["parameters"], "artifacts_dir": str(artifacts)}
+    nb.metadata["moe_routing"] = prov
+
+
+def reader_notebook(nb, name: str, profile: str) -> None:
+    """Make an executed notebook the reader's, in place: runnable outside the repository with
+    the values it was executed with, and free of the pipeline's plumbing.
+
+    * The defaults cell (tagged ``parameters``) is removed from the page; the injected cell
+      below it holds every parameter of the run, ``profile`` included, with ``device = "auto"``
+      and a local ``artifacts_dir``, so a downloaded notebook re-run by hand reproduces this
+      execution, not the ``smoke`` defaults of the cell above it.
+    * A first cell (removed from the HTML page, kept in the download) says how to install the
+      library.
+    """
+    import nbformat
+
+    prov = nb.metadata.get("moe_routing", {})
+    params = {k: v for k, v in nb.metadata.get("papermill", {}).get("parameters", {}).items()
+              if k not in INJECTED}
     for cell in nb.cells:
-        tags = cell.get("metadata", {}).get("tags", [])
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
         if "parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
         if "injected-parameters" in tags:
-            shown = {k: v for k, v in params.items()}
-            lines = [f"# Parameters of the `{profile}` profile (notebooks/params/{profile}.yaml)"]
-            lines += [f"{k} = {v!r}" for k, v in shown.items()]
-            lines.append(f"device = {prov['device']!r}  # {prov['device_name']}")
+            lines = [f"# Parameters of this execution: the `{profile}` profile "
+                     f"(notebooks/params/{profile}.yaml of the book's repository)",
+                     f"profile = {profile!r}",
+                     f"device = \"auto\"  # executed on {prov.get('device', '?')}: "
+                     f"{prov.get('device_name', '?')}",
+                     f"artifacts_dir = \"artifacts/{name}\"  # results, beside this notebook"]
+            lines += [f"{k} = {v!r}" for k, v in params.items()]
             cell.source = "\n".join(lines)
-            cell.metadata.setdefault("tags", [])
-            if "remove-input" not in cell.metadata["tags"]:
-                cell.metadata["tags"].append("hide-input")
-    nb.metadata["moe_routing"] = prov
+            if "remove-input" not in tags and "hide-input" not in tags:
+                tags.append("hide-input")
+    if not (nb.cells and "install-note" in nb.cells[0].get("metadata", {}).get("tags", [])):
+        note = nbformat.v4.new_markdown_cell(_install_note(name, profile))
+        note.id = "install-note"            # a fixed id: staging twice writes the same file
+        note.metadata["tags"] = ["remove-cell", "install-note"]
+        nb.cells.insert(0, note)
 
 
 def _ipc_kernel_manager(sock_dir: str):
@@ -404,7 +444,7 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
                   "provenance": prov}
         if status == "ok":
             # Final artifacts dir name replaces the temp name in the displayed parameters.
-            _finalise_notebook(out, name, profile, params, {**prov, "wall_s": record["wall_s"]},
+            _finalise_notebook(out, name, profile, {**prov, "wall_s": record["wall_s"]},
                                (art_root / name).resolve())
             atomic_write_text(exe_dir / f"{name}.ipynb", nbformat.writes(out))
             final = art_root / name
@@ -550,18 +590,35 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
             states[name] = {**(states[name] or {}), "status": "corrupt",
                             "error": f"outputs do not verify ({broken}); run make execute"}
             _write_if_changed(dst, bookpages.not_executed_notebook(name, states[name]))
-        elif exe.exists() and student:
-            nb = nbformat.read(exe, as_version=4)
-            strip_notebook(nb)
-            _write_if_changed(dst, nbformat.writes(nb))
         elif exe.exists():
-            _copy_if_changed(exe, dst)
+            nb = nbformat.read(exe, as_version=4)
+            if student:
+                strip_notebook(nb)
+            reader_notebook(nb, name, profile)
+            _write_if_changed(dst, nbformat.writes(nb))
         else:
             _write_if_changed(dst, bookpages.not_executed_notebook(name, states[name]))
         wanted.add(dst)
     gen = out / "generated"
     gen.mkdir(exist_ok=True)
-    for page, text in bookpages.generated_pages(project, profile, states).items():
+    # Downloads offered by the book: each chapter's MyST source (without solutions in the
+    # student edition) and the library's wheel (built by `make wheel`), so that a downloaded
+    # chapter can be run where only the book is at hand.
+    dl = out / "_static" / "downloads"
+    dl.mkdir(parents=True, exist_ok=True)
+    downloads = []
+    for name in names:
+        text = project.notebook_path(name).read_text(encoding="utf-8")
+        _write_if_changed(dl / f"{name}.md", strip_solutions(text) if student else text)
+        wanted.add(dl / f"{name}.md")
+    from moe_routing import __version__
+
+    wheel = project.root / "dist" / f"moe_routing-{__version__}-py3-none-any.whl"
+    if wheel.is_file():
+        _copy_if_changed(wheel, dl / wheel.name)
+        wanted.add(dl / wheel.name)
+        downloads.append(wheel.name)
+    for page, text in bookpages.generated_pages(project, profile, states, downloads).items():
         _write_if_changed(gen / page, text)
         wanted.add(gen / page)
     toc = bookpages.staged_toc(project.book_dir / "_toc.yml", names)

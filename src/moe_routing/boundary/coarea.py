@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from . import _checks
+from .. import validation as check
 from .laws import GaussianLaw, InputLaw, normal_cdf, normal_pdf
 from .routers import LinearRouter, SphereRouter
 
@@ -39,13 +39,9 @@ class SurfaceIntegral:
 
 def linear_gaussian_constant(v, c: float, law: GaussianLaw) -> float:
     """S for g = v·x + c, X ~ N(μ, Σ): the density of g(X) ~ N(m, s²) at 0, φ(m/s)/s."""
-    v = np.asarray(v, float)
-    if v.shape != (law.dim,):
-        raise ValueError(f"router direction has shape {v.shape}; accepted: ({law.dim},)")
-    s = float(np.sqrt(v @ law.cov @ v))
-    if s <= 0:
-        raise ValueError("router direction v = 0 has no interface")
-    m = float(v @ law.mean + c)
+    check.instance("law", law, GaussianLaw, "a GaussianLaw")
+    m, s2 = law.linear_moments(v, c)
+    s = float(np.sqrt(s2))
     return float(normal_pdf(m / s) / s)
 
 
@@ -54,12 +50,14 @@ def sphere_constant(router: SphereRouter, law: InputLaw, n_nodes: int = 256, rng
 
     d = 2: trapezoid rule in the angle (spectrally accurate for a smooth periodic integrand);
     d = 3: Gauss–Legendre in cos θ × trapezoid in φ; d ≥ 4: Monte Carlo over uniform directions
-    with ``n_nodes`` samples (standard error returned).
+    with ``n_nodes`` ≥ 2 samples (standard error returned).
     """
-    n = _checks.count(n_nodes, "n_nodes")
+    check.instance("router", router, SphereRouter, "a SphereRouter")
+    check.instance("law", law, InputLaw, "an InputLaw (GaussianLaw, UniformBox, VanishingDensityLaw)")
     d, r, c = router.dim, router.radius, router.center
-    if law.dim != d:
-        raise ValueError(f"router dimension d = {d} does not match the law's d = {law.dim}")
+    check.require(law.dim == d, "law.dim", law.dim, f"the router's dimension d = {d}")
+    n = check.integer("n_nodes", n_nodes, low=1 if d <= 3 else 2)
+    g = check.generator("rng", rng)
     norm = 2 * router.scale * r
     if d == 2:
         th = 2 * np.pi * np.arange(n) / n
@@ -74,7 +72,7 @@ def sphere_constant(router: SphereRouter, law: InputLaw, n_nodes: int = 256, rng
         p = law.pdf(x).reshape(U.shape)
         val = (p * wu[:, None]).sum() * (2 * np.pi / (2 * n)) * r ** 2
         return SurfaceIntegral(float(val / norm), 0.0, "gauss-legendre x trapezoid")
-    z = _checks.rng(rng).standard_normal((n, d))
+    z = g.standard_normal((n, d))
     x = c + r * z / np.linalg.norm(z, axis=1, keepdims=True)
     area = 2 * np.pi ** (d / 2) / special.gamma(d / 2) * r ** (d - 1)
     p = law.pdf(x)
@@ -116,14 +114,18 @@ def junction_free_constants(router: LinearRouter, law: GaussianLaw, n_cond: int 
     ∫_{Γ_jk} p/|∇g_jk| dH^{d−1} = f_{g_jk(X)}(0) · P(a_j(X) > a_l(X) ∀ l ≠ j, k | g_jk(X) = 0).
     The conditional law of X given g_jk(X) = 0 is Gaussian; X − Σv (g_jk(X))/s² samples it
     exactly.  In d = 2 it lives on a line and the probability is an interval of a 1-D normal
-    (exact); for d ≥ 3 it is estimated from ``n_cond`` conditional samples.
+    (exact); for d ≥ 3 it is estimated from ``n_cond`` conditional samples.  A pair of experts
+    with the same weights (``v = 0``) has no interface and is refused.
     """
-    if not isinstance(router, LinearRouter) or not isinstance(law, GaussianLaw):
-        raise ValueError("junction_free_constants needs a LinearRouter and a GaussianLaw")
-    if router.dim != law.dim:
-        raise ValueError(f"router dimension d = {router.dim} does not match the law's d = {law.dim}")
-    n_cond = _checks.count(n_cond, "n_cond")
-    g = _checks.rng(rng)
+    check.instance("router", router, LinearRouter, "a LinearRouter")
+    check.instance("law", law, GaussianLaw, "a GaussianLaw")
+    check.require(router.dim == law.dim, "law.dim", law.dim, f"the router's dimension d = {router.dim}")
+    n_cond = check.integer("n_cond", n_cond, low=1)
+    g = check.generator("rng", rng)
+    for j, k in router.pairs():
+        check.require(bool(np.any(router.weight[j] != router.weight[k])), "router", router,
+                      f"experts with distinct weights (experts {j} and {k} have the same weights: "
+                      "their tie set has no interface)")
     K, d = router.n_experts, router.dim
     full, sharp, se = np.zeros((K, K)), np.zeros((K, K)), np.zeros((K, K))
     W, b = router.weight, router.bias
@@ -171,13 +173,12 @@ def junction_free_constants(router: LinearRouter, law: GaussianLaw, n_cond: int 
 def coarea_constant(router, law: InputLaw, **kw) -> SurfaceIntegral:
     """S for a binary router: closed form (linear, Gaussian) or surface quadrature (sphere)."""
     if isinstance(router, LinearRouter):
-        if router.n_experts != 2:
-            raise ValueError(f"coarea_constant is for K = 2; got K = {router.n_experts} "
-                             "(use junction_free_constants)")
-        if not isinstance(law, GaussianLaw):
-            raise ValueError("closed-form S for a linear router needs a GaussianLaw")
+        check.require(router.n_experts == 2, "router.n_experts", router.n_experts,
+                      "2 (for K > 2 use junction_free_constants)")
+        check.instance("law", law, GaussianLaw, "a GaussianLaw (closed-form S for a linear router)")
+        check.require(router.dim == law.dim, "law.dim", law.dim, f"the router's dimension d = {router.dim}")
         return SurfaceIntegral(linear_gaussian_constant(*router.pair(0, 1), law), 0.0, "closed form")
     if isinstance(router, SphereRouter):
         return sphere_constant(router, law, **kw)
-    raise ValueError(f"no coarea constant for {type(router).__name__}: its interface is not transversal "
-                     "or not implemented")
+    check.fail("router", router, "a binary LinearRouter or a SphereRouter (the coarea constant of "
+               f"{type(router).__name__} is not implemented, or its interface is not transversal)")

@@ -12,11 +12,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
-from . import _checks
+from .. import validation as check
 
 
 class InputLaw:
-    """Interface: ``dim``, ``sample(n, rng)`` (shape (n, d)), ``pdf(x)`` (shape (n,))."""
+    """Interface: ``dim``, ``sample(n, rng)`` (shape (n, d)), ``pdf(x)`` (shape (n,)).
+
+    Implementations check ``n`` (an integer ≥ 1) and ``x`` (finite points of shape (n, d)) with
+    :mod:`moe_routing.validation` before sampling or evaluating anything.
+    """
 
     dim: int
 
@@ -36,18 +40,17 @@ class GaussianLaw(InputLaw):
     _chol: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        mean = np.atleast_1d(np.asarray(self.mean, dtype=float))
-        cov = np.atleast_2d(np.asarray(self.cov, dtype=float))
-        if mean.ndim != 1 or cov.shape != (mean.size, mean.size):
-            raise ValueError(f"cov has shape {cov.shape}; accepted: ({mean.size}, {mean.size}) to match "
-                             f"mean of dimension d = {mean.size}")
-        if not np.allclose(cov, cov.T):
-            raise ValueError("cov is not symmetric; accepted: a symmetric positive definite matrix")
+        mean = np.atleast_1d(check.finite_array("mean", self.mean, ndim=(0, 1)))
+        d = mean.size
+        cov = np.atleast_2d(check.finite_array("cov", self.cov, ndim=(0, 2)))
+        check.require(cov.shape == (d, d), "cov.shape", cov.shape,
+                      f"shape ({d}, {d}) to match mean of dimension d = {d}")
+        check.require(bool(np.allclose(cov, cov.T)), "cov", cov, "a symmetric positive definite matrix")
         try:
             chol = np.linalg.cholesky(cov)
-        except np.linalg.LinAlgError as e:
-            raise ValueError("cov is not positive definite; accepted: a symmetric positive definite "
-                             "matrix") from e
+        except np.linalg.LinAlgError:
+            check.fail("cov", cov, "a symmetric positive definite matrix (this one is not positive "
+                       "definite: some direction has zero or negative variance)")
         object.__setattr__(self, "mean", mean)
         object.__setattr__(self, "cov", cov)
         object.__setattr__(self, "_chol", chol)
@@ -55,9 +58,9 @@ class GaussianLaw(InputLaw):
     @classmethod
     def standard(cls, dim: int, scale: float = 1.0, mean=None) -> "GaussianLaw":
         """N(mean, scale² I_d) (mean 0 by default)."""
-        dim = _checks.count(dim, "dimension d")
-        scale = _checks.positive(scale, "scale")
-        m = np.zeros(dim) if mean is None else np.asarray(mean, dtype=float)
+        dim = check.integer("dim", dim, low=1)
+        scale = check.positive("scale", scale)
+        m = np.zeros(dim) if mean is None else check.finite_array("mean", mean, shape=(dim,))
         return cls(m, scale ** 2 * np.eye(dim))
 
     @property
@@ -65,12 +68,25 @@ class GaussianLaw(InputLaw):
         return self.mean.size
 
     def sample(self, n: int, rng=None) -> np.ndarray:
-        n = _checks.count(n)
-        z = _checks.rng(rng).standard_normal((n, self.dim))  # (n, d)
+        n = check.integer("n", n, low=1)
+        z = check.generator("rng", rng).standard_normal((n, self.dim))  # (n, d)
         return self.mean + z @ self._chol.T
 
+    def linear_moments(self, v, c) -> tuple[float, float]:
+        """Mean and variance of the score g(X) = v·X + c: (v·μ + c, vᵀΣv).
+
+        The closed-form boundary mass, the coarea constant and the conditional law on the
+        interface of a linear router all rest on these two numbers.  v = 0 is refused: that
+        router has no interface, and every constant built on it would be 0/0.
+        """
+        v = check.finite_array("v", v, shape=(self.dim,))
+        c = check.number("c", c)
+        var = float(v @ self.cov @ v)
+        check.require(var > 0, "v", v, "a non-zero direction (vᵀΣv > 0; v = 0 has no interface)")
+        return float(v @ self.mean + c), var
+
     def logpdf(self, x) -> np.ndarray:
-        x = _checks.points(x, self.dim)
+        x = check.points("x", x, self.dim)
         z = np.linalg.solve(self._chol, (x - self.mean).T)  # (d, n)
         logdet = 2 * np.log(np.diag(self._chol)).sum()
         return -0.5 * (z ** 2).sum(0) - 0.5 * (self.dim * np.log(2 * np.pi) + logdet)
@@ -87,19 +103,21 @@ class UniformBox(InputLaw):
     high: np.ndarray
 
     def __post_init__(self):
-        lo = np.atleast_1d(np.asarray(self.low, dtype=float))
-        hi = np.atleast_1d(np.asarray(self.high, dtype=float))
-        if lo.shape != hi.shape or lo.ndim != 1:
-            raise ValueError(f"low {lo.shape} and high {hi.shape} must be 1-D of the same dimension")
-        if not np.all(hi > lo):
-            raise ValueError(f"box is empty: need high > low in every coordinate; got low={lo}, high={hi}")
+        lo = np.atleast_1d(check.finite_array("low", self.low, ndim=(0, 1)))
+        hi = np.atleast_1d(check.finite_array("high", self.high, ndim=(0, 1)))
+        check.require(hi.shape == lo.shape, "high.shape", hi.shape, f"shape {lo.shape} (that of low)")
+        bad = np.flatnonzero(~(hi > lo))
+        if bad.size:
+            i = int(bad[0])
+            check.fail(f"high[{i}]", float(hi[i]), f"high > low in every coordinate (low[{i}] = "
+                       f"{float(lo[i])!r}; an empty box has no uniform law)")
         object.__setattr__(self, "low", lo)
         object.__setattr__(self, "high", hi)
 
     @classmethod
     def cube(cls, dim: int, half_width: float = 1.0) -> "UniformBox":
-        dim = _checks.count(dim, "dimension d")
-        h = _checks.positive(half_width, "half_width")
+        dim = check.integer("dim", dim, low=1)
+        h = check.positive("half_width", half_width)
         return cls(-h * np.ones(dim), h * np.ones(dim))
 
     @property
@@ -107,11 +125,11 @@ class UniformBox(InputLaw):
         return self.low.size
 
     def sample(self, n: int, rng=None) -> np.ndarray:
-        n = _checks.count(n)
-        return _checks.rng(rng).uniform(self.low, self.high, size=(n, self.dim))
+        n = check.integer("n", n, low=1)
+        return check.generator("rng", rng).uniform(self.low, self.high, size=(n, self.dim))
 
     def pdf(self, x) -> np.ndarray:
-        x = _checks.points(x, self.dim)
+        x = check.points("x", x, self.dim)
         inside = np.all((x >= self.low) & (x <= self.high), axis=1)
         return inside / np.prod(self.high - self.low)
 
@@ -130,13 +148,13 @@ class VanishingDensityLaw(InputLaw):
     half_width: float = 1.0
 
     def __post_init__(self):
-        _checks.count(self.dim, "dimension d")
-        _checks.positive(self.alpha, "alpha")
-        _checks.positive(self.half_width, "half_width")
+        object.__setattr__(self, "dim", check.integer("dim", self.dim, low=1))
+        object.__setattr__(self, "alpha", check.positive("alpha", self.alpha))
+        object.__setattr__(self, "half_width", check.positive("half_width", self.half_width))
 
     def sample(self, n: int, rng=None) -> np.ndarray:
-        n = _checks.count(n)
-        g = _checks.rng(rng)
+        n = check.integer("n", n, low=1)
+        g = check.generator("rng", rng)
         h = self.half_width
         x = g.uniform(-h, h, size=(n, self.dim))
         u = g.random(n)
@@ -145,7 +163,7 @@ class VanishingDensityLaw(InputLaw):
         return x
 
     def pdf(self, x) -> np.ndarray:
-        x = _checks.points(x, self.dim)
+        x = check.points("x", x, self.dim)
         h, a = self.half_width, self.alpha
         inside = np.all(np.abs(x) <= h, axis=1)
         with np.errstate(divide="ignore"):
@@ -154,13 +172,47 @@ class VanishingDensityLaw(InputLaw):
 
     def mass_within(self, w) -> np.ndarray:
         """P(|x1| ≤ w) = min(w/h, 1)^α (closed form)."""
-        w = _checks.widths(w)
+        w = check.widths("w", w)
         return np.minimum(w / self.half_width, 1.0) ** self.alpha
 
 
+def support_1d(law: InputLaw) -> tuple[float, float]:
+    """An interval [a, b] carrying all the mass of a 1-D law: where 1-D quadratures integrate.
+
+    Exact for the box and the vanishing density; μ ± 14σ for a Gaussian (the mass outside,
+    2Φ(−14) ≈ 1.6e−44, is far below double precision relative to any risk).
+    """
+    check.instance("law", law, InputLaw, "an InputLaw (GaussianLaw, UniformBox, VanishingDensityLaw)")
+    check.require(law.dim == 1, "law.dim", law.dim, "1 (a law on the real line)")
+    if isinstance(law, UniformBox):
+        return float(law.low[0]), float(law.high[0])
+    if isinstance(law, VanishingDensityLaw):
+        return -law.half_width, law.half_width
+    if isinstance(law, GaussianLaw):
+        m, s = float(law.mean[0]), float(np.sqrt(law.cov[0, 0]))
+        return m - 14 * s, m + 14 * s
+    check.fail("law", law, "a UniformBox, VanishingDensityLaw or GaussianLaw (no 1-D support known "
+               f"for {type(law).__name__})")
+
+
+def _extended_real(name: str, z) -> np.ndarray:
+    """z as a float array of its shape: numbers or ±∞ (where Φ and φ have limits), never NaN."""
+    a = np.asarray(z.detach().cpu() if hasattr(z, "detach") else z)
+    if a.dtype == np.bool_ or a.dtype.kind not in "iuf":
+        check.fail(name, z, "real numbers (±inf allowed)")
+    a = a.astype(float)
+    if np.isnan(a).any():
+        idx = "".join(f"[{int(i)}]" for i in np.argwhere(np.isnan(a))[0]) if a.ndim else ""
+        check.fail(name + idx, float("nan"), "real numbers or ±inf (no NaN)")
+    return a
+
+
 def normal_cdf(z):
-    return special.ndtr(z)
+    """Standard normal CDF Φ(z), elementwise (Φ(−∞) = 0, Φ(∞) = 1; NaN is refused)."""
+    return special.ndtr(_extended_real("z", z))
 
 
 def normal_pdf(z):
-    return np.exp(-0.5 * np.asarray(z, dtype=float) ** 2) / np.sqrt(2 * np.pi)
+    """Standard normal density φ(z), elementwise (φ(±∞) = 0; NaN is refused)."""
+    z = _extended_real("z", z)
+    return np.exp(-0.5 * z ** 2) / np.sqrt(2 * np.pi)

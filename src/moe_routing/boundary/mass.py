@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
-from . import _checks
+from .. import validation as check
 from .laws import GaussianLaw, InputLaw, normal_cdf
 from .margin import top_two_margin
 from .routers import LinearRouter, Router
@@ -36,10 +36,18 @@ class BoundaryMass:
 
 
 def wilson_interval(k, n: int, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval for a binomial proportion k/n (good even when k is 0 or small)."""
-    n = _checks.count(n)
-    confidence = _checks.confidence(confidence)
-    k = np.asarray(k, float)
+    """Wilson score interval for a binomial proportion k/n (good even when k is 0 or small).
+
+    ``k`` (a count or an array of counts) must lie in [0, n]: outside, p(1 − p) < 0 and the
+    interval would be NaN.
+    """
+    n = check.integer("n", n, low=1)
+    confidence = check.probability("confidence", confidence)
+    k = check.finite_array("k", k, low=0)
+    big = np.argwhere(k > n)
+    if big.size:
+        idx = "".join(f"[{int(i)}]" for i in big[0])
+        check.fail("k" + idx, float(k[tuple(big[0])]), f"counts 0 ≤ k ≤ n = {n}")
     z = stats.norm.ppf(0.5 + confidence / 2)
     p = k / n
     denom = 1 + z ** 2 / n
@@ -50,10 +58,20 @@ def wilson_interval(k, n: int, confidence: float = 0.95) -> tuple[np.ndarray, np
     return lo, hi
 
 
-def _logit_sampler(router: Router, law: InputLaw):
-    """For a linear router and Gaussian input the router sees X only through its K logits,
+def _router_and_law(router, law) -> None:
+    check.instance("router", router, Router, "a Router (LinearRouter, SphereRouter, PowerRouter, …)")
+    check.instance("law", law, InputLaw, "an InputLaw (GaussianLaw, UniformBox, VanishingDensityLaw)")
+    check.require(router.dim == law.dim, "law.dim", law.dim, f"the router's dimension d = {router.dim}")
+
+
+def logit_sampler(router: Router, law: InputLaw):
+    """Sampler of the logits a(X) without sampling X, or None when no shortcut applies.
+
+    For a linear router and Gaussian input the router sees X only through its K logits,
     a ~ N(Wμ + b, WΣWᵀ): when K < d, sampling that K-dimensional Gaussian is exact and costs
-    O(K²) per input instead of O(d(d + K)).  Returns None when the shortcut does not apply."""
+    O(K²) per input instead of O(d(d + K)).  The sampler is ``(m, generator) -> (m, K)``.
+    """
+    _router_and_law(router, law)
     if not (isinstance(router, LinearRouter) and isinstance(law, GaussianLaw)
             and router.n_experts < law.dim):
         return None
@@ -64,36 +82,26 @@ def _logit_sampler(router: Router, law: InputLaw):
     return lambda m, g: mean + g.standard_normal((m, mean.size)) @ root.T
 
 
-def _top_two(a: np.ndarray) -> np.ndarray:
-    """Margin of each row; a full sort is faster than a partial one for the small K of routers."""
-    if a.shape[1] == 2:
-        return np.abs(a[:, 0] - a[:, 1])
-    if a.shape[1] <= 64:
-        s = np.sort(a, axis=1)
-        return s[:, -1] - s[:, -2]
-    return top_two_margin(a)
-
-
 def sample_margins(router: Router, law: InputLaw, n: int, rng=None, chunk: int = 1 << 18) -> np.ndarray:
     """n i.i.d. margins Δ(X_i), X_i ~ law; computed in chunks so memory stays O(chunk · K)."""
-    n = _checks.count(n)
-    chunk = _checks.count(chunk, "chunk")
-    if router.dim != law.dim:
-        raise ValueError(f"router dimension d = {router.dim} does not match the law's d = {law.dim}")
-    g = _checks.rng(rng)
-    direct = _logit_sampler(router, law)
+    _router_and_law(router, law)
+    n = check.integer("n", n, low=1)
+    chunk = check.integer("chunk", chunk, low=1)
+    g = check.generator("rng", rng)
+    direct = logit_sampler(router, law)
     out = np.empty(n)
     for s in range(0, n, chunk):
         m = min(chunk, n - s)
         a = direct(m, g) if direct is not None else router.logits(law.sample(m, g))  # (m, K)
-        out[s:s + m] = _top_two(a)
+        out[s:s + m] = top_two_margin(a)
     return out
 
 
 def boundary_mass_from_margins(margins, widths, confidence: float = 0.95) -> BoundaryMass:
-    w = _checks.widths(widths)
-    d = np.sort(np.asarray(margins, float))
-    n = _checks.count(d.size, "number of margins")
+    """BM at every width from a sample of margins Δ_i ≥ 0 (sorted once, counted by bisection)."""
+    w = check.widths("widths", widths)
+    d = np.sort(check.finite_array("margins", margins, ndim=1, low=0))
+    n = d.size
     counts = np.searchsorted(d, w, side="right")
     lo, hi = wilson_interval(counts, n, confidence)
     return BoundaryMass(w, counts / n, lo, hi, n, counts)
@@ -102,52 +110,45 @@ def boundary_mass_from_margins(margins, widths, confidence: float = 0.95) -> Bou
 def boundary_mass_mc(router: Router, law: InputLaw, widths, n: int, rng=None,
                      confidence: float = 0.95, chunk: int = 1 << 18) -> BoundaryMass:
     """Monte Carlo BM at every width from one sample of n inputs (common random numbers)."""
-    _checks.widths(widths)
-    _checks.confidence(confidence)
+    _router_and_law(router, law)
+    check.widths("widths", widths)
+    check.probability("confidence", confidence)
+    check.integer("n", n, low=1)
     return boundary_mass_from_margins(sample_margins(router, law, n, rng, chunk), widths, confidence)
 
 
-def _gaussian_projection(v, c: float, law: GaussianLaw) -> tuple[float, float]:
-    """Mean and standard deviation of g(X) = v·X + c for X ~ law."""
-    v = np.asarray(v, float)
-    if v.shape != (law.dim,):
-        raise ValueError(f"router direction has shape {v.shape}; accepted: ({law.dim},) to match the law")
-    s2 = float(v @ law.cov @ v)
-    if s2 <= 0:
-        raise ValueError("router direction v = 0: the interface is empty or everything (degenerate router)")
-    return float(v @ law.mean + c), np.sqrt(s2)
-
-
 def slab_mass_linear_gaussian(v, c: float, law: GaussianLaw, widths) -> np.ndarray:
-    """P(|v·X + c| ≤ w) for X ~ N(μ, Σ), exactly."""
-    w = _checks.widths(widths)
-    m, s = _gaussian_projection(v, c, law)
+    """P(|v·X + c| ≤ w) for X ~ N(μ, Σ), exactly: g(X) ~ N(m, s²)."""
+    w = check.widths("widths", widths)
+    check.instance("law", law, GaussianLaw, "a GaussianLaw")
+    m, s2 = law.linear_moments(v, c)
+    s = np.sqrt(s2)
     return normal_cdf((w - m) / s) - normal_cdf((-w - m) / s)
 
 
 def boundary_mass_linear_gaussian(router: LinearRouter, law: GaussianLaw, widths) -> BoundaryMass:
     """Exact BM(w) for a binary linear router and Gaussian input."""
-    if router.n_experts != 2:
-        raise ValueError(f"closed form is for K = 2; got K = {router.n_experts} (use pairwise_union_bound)")
+    check.instance("router", router, LinearRouter, "a LinearRouter")
+    check.instance("law", law, GaussianLaw, "a GaussianLaw")
+    check.require(router.n_experts == 2, "router.n_experts", router.n_experts,
+                  "2 (the closed form is for K = 2; use pairwise_union_bound for K > 2)")
+    check.require(router.dim == law.dim, "law.dim", law.dim, f"the router's dimension d = {router.dim}")
+    w = check.widths("widths", widths)
     v, c = router.pair(0, 1)
-    bm = slab_mass_linear_gaussian(v, c, law, widths)
-    w = _checks.widths(widths)
+    bm = slab_mass_linear_gaussian(v, c, law, w)
     return BoundaryMass(w, bm, bm, bm, 0)
 
 
 def pairwise_union_bound(router: LinearRouter, law: InputLaw, widths, n: int | None = None,
                          rng=None) -> np.ndarray:
     """Σ_{j<k} P(|g_jk(X)| ≤ w): exact for Gaussian input, Monte Carlo (n samples) otherwise."""
-    w = _checks.widths(widths)
-    if not isinstance(router, LinearRouter):
-        raise ValueError("the pairwise bound is implemented for LinearRouter")
-    if router.dim != law.dim:
-        raise ValueError(f"router dimension d = {router.dim} does not match the law's d = {law.dim}")
+    w = check.widths("widths", widths)
+    check.instance("router", router, LinearRouter, "a LinearRouter (the bound needs linear pairwise scores)")
+    _router_and_law(router, law)
     if isinstance(law, GaussianLaw):
         return sum(slab_mass_linear_gaussian(*router.pair(j, k), law, w) for j, k in router.pairs())
-    if n is None:
-        raise ValueError("non-Gaussian law: pass n (Monte Carlo sample size ≥ 1)")
-    x = law.sample(_checks.count(n), _checks.rng(rng))
+    check.require(n is not None, "n", n, "a Monte Carlo sample size ≥ 1 (the law is not Gaussian)")
+    x = law.sample(check.integer("n", n, low=1), check.generator("rng", rng))
     a = router.logits(x)
     out = np.zeros_like(w)
     for j, k in router.pairs():
@@ -157,12 +158,34 @@ def pairwise_union_bound(router: LinearRouter, law: InputLaw, widths, n: int | N
 
 
 def tail_constant(bm, alpha: float, w_grid=None) -> float:
-    """C_m = sup_{w>0} BM(w) / w^α over a grid (``bm`` is a callable w -> BM(w)).
+    """C_m = sup_{w>0} BM(w) / w^α (``bm`` is a callable w -> BM(w)): the margin-tail constant
+    of the risk bound, which needs BM(w) ≤ C_m w^α at *every* width.
 
-    BM ≤ 1 bounds the ratio by w^(−α) for large w, so a log grid up to 10^4 suffices unless α
-    is tiny; the default grid runs from 10^−8 to 10^4.
+    Why a supremum over all w and not the small-w limit 2S: for an interface away from the
+    bulk of the density, BM(w)/w first grows with w (the slab reaches more mass), so the
+    limit underestimates the constant — g = x − 2, X ~ N(0, 1) has 2S ≈ 0.108 but
+    C_m ≈ 0.282.  The maximum over a log grid (default 10^−8 … 10^4, 4001 points; BM ≤ 1
+    bounds the ratio by w^(−α) beyond) is refined by a bounded scalar search between the grid
+    neighbours of the best point, so that C_m is not a grid point's underestimate of the sup.
+    ``bm`` must return finite values in [0, 1] (a probability) on the grid.
     """
-    alpha = _checks.positive(alpha, "alpha")
-    w = np.logspace(-8, 4, 4001) if w_grid is None else _checks.widths(w_grid)
-    w = w[w > 0]
-    return float(np.max(np.asarray(bm(w), float) / w ** alpha))
+    check.function("bm", bm)
+    alpha = check.positive("alpha", alpha)
+    w = np.logspace(-8, 4, 4001) if w_grid is None else check.widths("w_grid", w_grid)
+    w = np.sort(w[w > 0])
+    check.require(w.size > 0, "w_grid", w_grid, "at least one width w > 0")
+    vals = check.finite_array("bm(w)", bm(w), shape=w.shape, low=0)
+    ratio = vals / w ** alpha
+    i = int(np.argmax(ratio))
+    best = float(ratio[i])
+    if w.size >= 3:
+        lo, hi = np.log(w[max(i - 1, 0)]), np.log(w[min(i + 1, w.size - 1)])
+
+        def neg(lw):
+            x = np.array([np.exp(lw)])
+            return -float(check.finite_array("bm(w)", bm(x), shape=(1,), low=0)[0]) / x[0] ** alpha
+
+        res = optimize.minimize_scalar(neg, bounds=(lo, hi), method="bounded",
+                                       options={"xatol": 1e-10})
+        best = max(best, -float(res.fun))
+    return best

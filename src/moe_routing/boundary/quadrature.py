@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
+from .. import validation as check
 
 
 def graded_nodes(a: float, b: float, breaks=(), n_gl: int = 16, k_fine: int = 50,
@@ -19,16 +19,19 @@ def graded_nodes(a: float, b: float, breaks=(), n_gl: int = 16, k_fine: int = 50
     """Nodes and weights on [a, b] with panel edges at every break c and c ± base·2^(−k).
 
     Returns arrays of shape (m,).  A smooth integrand on each panel (it may jump at the breaks)
-    is integrated with the error of an n_gl-point Gauss–Legendre rule per panel.
+    is integrated with the error of an n_gl-point Gauss–Legendre rule per panel.  ``breaks``
+    may be empty (then [a, b] is one panel); a break outside (a, b) still grades the panels
+    near it.
     """
-    a, b = float(a), float(b)
-    if not (np.isfinite(a) and np.isfinite(b) and b > a):
-        raise ValueError(f"interval [{a}, {b}] is empty or infinite; accepted: finite a < b")
-    n_gl = _checks.count(n_gl, "n_gl")
-    base = _checks.positive(base, "base")
+    a = check.number("a", a)
+    b = check.number("b", b, low=a, low_open=True)
+    breaks = np.atleast_1d(check.finite_array("breaks", breaks, ndim=(0, 1), nonempty=False))
+    n_gl = check.integer("n_gl", n_gl, low=1)
+    k_fine = check.integer("k_fine", k_fine, low=0)
+    base = check.positive("base", base)
     edges = [a, b]
     steps = base * 2.0 ** -np.arange(k_fine + 1)  # base, base/2, …
-    for c in np.atleast_1d(np.asarray(breaks, float)):
+    for c in breaks:
         if a < c < b:
             edges.append(c)
         big = base * 2.0 ** np.arange(1, 64)

@@ -35,8 +35,8 @@ from typing import Callable
 import numpy as np
 from scipy import special
 
-from . import _checks
-from .laws import GaussianLaw, InputLaw, UniformBox, VanishingDensityLaw
+from .. import validation as check
+from .laws import GaussianLaw, InputLaw, support_1d
 from .margin import hard_gates, soft_gates
 from .quadrature import graded_nodes
 from .routers import LinearRouter, Router, SphereRouter
@@ -56,8 +56,8 @@ class ConstantExperts:
     values: np.ndarray
 
     def __post_init__(self):
-        v = np.atleast_1d(np.asarray(self.values, float))
-        _checks.n_experts(v.size)
+        v = check.finite_array("values", self.values, ndim=1)
+        check.require(v.size >= 2, "values.size", v.size, "K ≥ 2 expert values")
         object.__setattr__(self, "values", v)
 
     @property
@@ -69,7 +69,7 @@ class ConstantExperts:
         return float(np.abs(self.values).max())
 
     def __call__(self, x) -> np.ndarray:
-        x = np.asarray(x, float)
+        x = check.finite_array("x", x, ndim=(1, 2))
         return np.broadcast_to(self.values, (x.shape[0], self.values.size))  # (n, K)
 
 
@@ -82,12 +82,11 @@ class TanhExperts:
     theta: np.ndarray
 
     def __post_init__(self):
-        o = np.atleast_1d(np.asarray(self.offset, float))
-        a = np.atleast_1d(np.asarray(self.amplitude, float))
-        t = np.atleast_2d(np.asarray(self.theta, float))
-        _checks.n_experts(o.size)
-        if a.shape != o.shape or t.shape[0] != o.size:
-            raise ValueError(f"offset {o.shape}, amplitude {a.shape}, theta {t.shape}: need (K,), (K,), (K, d)")
+        o = check.finite_array("offset", self.offset, ndim=1)
+        K = o.size
+        check.require(K >= 2, "offset.size", K, "K ≥ 2 experts")
+        a = check.finite_array("amplitude", self.amplitude, shape=(K,))
+        t = check.finite_array("theta", self.theta, shape=(K, None))
         for name, val in (("offset", o), ("amplitude", a), ("theta", t)):
             object.__setattr__(self, name, val)
 
@@ -104,31 +103,49 @@ class TanhExperts:
         return float(np.max(np.abs(self.offset) + np.abs(self.amplitude)))
 
     def __call__(self, x) -> np.ndarray:
-        x = _checks.points(x, self.dim)
+        x = check.points("x", x, self.dim)
         return self.offset + self.amplitude * np.tanh(x @ self.theta.T)  # (n, K)
 
 
 @dataclass(frozen=True)
 class FunctionExperts:
-    """Experts given by a vectorised callable x (n, d) -> (n, K) and a known bound B."""
+    """Experts given by a vectorised callable x (n, d) -> (n, K) and a known bound B.
+
+    The values are checked on every call: finite, of shape (n, K) — a NaN from ``fn`` is
+    refused rather than averaged into a risk.
+    """
 
     fn: Callable[[np.ndarray], np.ndarray]
     n_experts: int
     bound: float
 
+    def __post_init__(self):
+        check.function("fn", self.fn)
+        object.__setattr__(self, "n_experts", check.integer("n_experts", self.n_experts, low=2))
+        object.__setattr__(self, "bound", check.number("bound", self.bound, low=0))
+
     def __call__(self, x) -> np.ndarray:
-        return np.asarray(self.fn(np.asarray(x, float)), float)
+        x = check.finite_array("x", x, ndim=2)
+        return check.finite_array("fn(x)", self.fn(x), shape=(x.shape[0], self.n_experts))
 
 
 @dataclass(frozen=True)
 class Teacher:
-    """Regression function f*(x) = E[Y | X = x] as a vectorised callable, with a bound B*."""
+    """Regression function f*(x) = E[Y | X = x] as a vectorised callable, with a bound B*.
+
+    The values are checked on every call: finite, of shape (n,).
+    """
 
     fn: Callable[[np.ndarray], np.ndarray]
     bound: float
 
+    def __post_init__(self):
+        check.function("fn", self.fn)
+        object.__setattr__(self, "bound", check.number("bound", self.bound, low=0))
+
     def __call__(self, x) -> np.ndarray:
-        return np.asarray(self.fn(np.asarray(x, float)), float)
+        x = check.finite_array("x", x, ndim=2)
+        return check.finite_array("fn(x)", self.fn(x), shape=(x.shape[0],))
 
 
 # ----------------------------------------------------------------------------- the model
@@ -143,19 +160,24 @@ class MoERegression:
     mixture: str = "predictions"
 
     def __post_init__(self):
-        if self.mixture not in MIXTURES:
-            raise ValueError(f"mixture = {self.mixture!r}; accepted: {', '.join(MIXTURES)}")
+        check.instance("router", self.router, Router, "a Router (LinearRouter, SphereRouter, PowerRouter, …)")
+        check.function("experts", self.experts)
+        check.function("teacher", self.teacher)
+        check.choice("mixture", self.mixture, MIXTURES)
         K = getattr(self.experts, "n_experts", self.router.n_experts)
-        if K != self.router.n_experts:
-            raise ValueError(f"router has K = {self.router.n_experts} experts but the experts give K = {K}")
+        check.require(K == self.router.n_experts, "experts.n_experts", K,
+                      f"the router's number of experts K = {self.router.n_experts}")
 
     @property
     def n_experts(self) -> int:
         return self.router.n_experts
 
     def _parts(self, x):
-        x = _checks.points(x, self.router.dim)
-        return self.router.logits(x), self.experts(x), self.teacher(x)  # (n,K), (n,K), (n,)
+        x = check.points("x", x, self.router.dim)
+        n, K = x.shape[0], self.router.n_experts
+        f = check.finite_array("experts(x)", self.experts(x), shape=(n, K))
+        y = check.finite_array("teacher(x)", self.teacher(x), shape=(n,))
+        return self.router.logits(x), f, y  # (n,K), (n,K), (n,)
 
     def _loss(self, gates, f, y):
         if self.mixture == "predictions":
@@ -173,7 +195,7 @@ class MoERegression:
 
     def gap(self, x, taus) -> np.ndarray:
         """(loss_τ − loss_0)(x) for every τ, shape (m, n); router/experts evaluated once."""
-        t = _checks.temperatures(taus)
+        t = check.temperatures("taus", taus)
         a, f, y = self._parts(x)
         hard = self._loss(hard_gates(a), f, y)
         return np.stack([self._loss(soft_gates(a, ti), f, y) - hard for ti in t])
@@ -194,18 +216,21 @@ class RiskGap:
         return self.hard + self.gap
 
 
-def _law_dim_check(model: MoERegression, law: InputLaw):
-    if model.router.dim != law.dim:
-        raise ValueError(f"router dimension d = {model.router.dim} does not match the law's d = {law.dim}")
+def _model_and_law(model, law) -> None:
+    check.instance("model", model, MoERegression, "a MoERegression")
+    check.instance("law", law, InputLaw, "an InputLaw (GaussianLaw, UniformBox, VanishingDensityLaw)")
+    check.require(model.router.dim == law.dim, "law.dim", law.dim,
+                  f"the router's dimension d = {model.router.dim}")
 
 
 def risk_mc(model: MoERegression, law: InputLaw, taus, n: int, rng=None, chunk: int = 1 << 16) -> RiskGap:
-    """Monte Carlo with common random numbers: the same n inputs for every τ and for L_0."""
-    t = _checks.temperatures(taus)
-    n = _checks.count(n)
-    chunk = _checks.count(chunk, "chunk")
-    _law_dim_check(model, law)
-    g = _checks.rng(rng)
+    """Monte Carlo with common random numbers: the same n ≥ 2 inputs for every τ and for L_0
+    (two at least: the standard error of one draw is undefined)."""
+    t = check.temperatures("taus", taus)
+    n = check.integer("n", n, low=2)
+    chunk = check.integer("chunk", chunk, low=1)
+    _model_and_law(model, law)
+    g = check.generator("rng", rng)
     s1, s2 = np.zeros(t.size), np.zeros(t.size)
     hard_sum = 0.0
     for s in range(0, n, chunk):
@@ -220,27 +245,18 @@ def risk_mc(model: MoERegression, law: InputLaw, taus, n: int, rng=None, chunk: 
     return RiskGap(t, mean, np.sqrt(var / n), hard_sum / n, "Monte Carlo (common random numbers)")
 
 
-def _support_1d(law: InputLaw) -> tuple[float, float]:
-    if isinstance(law, UniformBox):
-        return float(law.low[0]), float(law.high[0])
-    if isinstance(law, VanishingDensityLaw):
-        return -law.half_width, law.half_width
-    if isinstance(law, GaussianLaw):
-        m, s = float(law.mean[0]), float(np.sqrt(law.cov[0, 0]))
-        return m - 14 * s, m + 14 * s
-    raise ValueError(f"no 1-D support known for {type(law).__name__}")
-
-
 def risk_quad_1d(model: MoERegression, law: InputLaw, taus, interfaces=(0.0,), n_gl: int = 16) -> RiskGap:
     """d = 1: graded Gauss–Legendre quadrature of the pointwise gap (error ~ machine precision).
 
     ``interfaces`` are the tie points of the router (where the hard gate jumps or the margin
     vanishes) and the singular points of the density.
     """
-    t = _checks.temperatures(taus)
-    if law.dim != 1 or model.router.dim != 1:
-        raise ValueError(f"risk_quad_1d needs d = 1; got router d = {model.router.dim}, law d = {law.dim}")
-    a, b = _support_1d(law)
+    t = check.temperatures("taus", taus)
+    _model_and_law(model, law)
+    check.require(law.dim == 1, "law.dim", law.dim, "1 (risk_quad_1d integrates on the real line)")
+    interfaces = check.finite_array("interfaces", interfaces, ndim=(0, 1), nonempty=False)
+    n_gl = check.integer("n_gl", n_gl, low=1)
+    a, b = support_1d(law)
     x, w = graded_nodes(a, b, interfaces, n_gl=n_gl)
     x = x[:, None]
     pw = law.pdf(x) * w  # (m,)
@@ -257,24 +273,31 @@ def risk_layer_quadrature(model: MoERegression, law: GaussianLaw, taus, n_perp: 
     e^{−|g|/τ} away from the interface, so T is integrated by graded Gauss–Legendre over
     |g| ≤ ``layer``·τ (error ≤ e^{−layer} times the pointwise bound), and Z_⊥ is sampled
     (``n_perp`` draws, shared by every τ).  Experts and teacher may jump only on the interface
-    (the T-panels are graded there, nowhere else).  Returns L_τ − L_0 only (``hard`` is NaN).
+    (the T-panels are graded there, nowhere else).  Returns L_τ − L_0 only: ``hard`` is NaN,
+    a marker for "not computed" (nothing is computed from it).  ``n_perp`` ≥ 2 (a standard
+    error needs two draws).
     """
-    t = _checks.temperatures(taus)
-    n_perp = _checks.count(n_perp, "n_perp")
+    t = check.temperatures("taus", taus)
+    _model_and_law(model, law)
+    n_perp = check.integer("n_perp", n_perp, low=2)
+    n_gl = check.integer("n_gl", n_gl, low=1)
+    layer = check.positive("layer", layer)
+    chunk = check.integer("chunk", chunk, low=1)
     r = model.router
-    if not (isinstance(r, LinearRouter) and r.n_experts == 2 and isinstance(law, GaussianLaw)):
-        raise ValueError("risk_layer_quadrature needs a binary LinearRouter and a GaussianLaw")
-    _law_dim_check(model, law)
+    check.require(isinstance(r, LinearRouter) and r.n_experts == 2, "model.router", r,
+                  "a binary LinearRouter")
+    check.instance("law", law, GaussianLaw, "a GaussianLaw")
     sig2 = law.cov[0, 0]
-    if not np.allclose(law.cov, sig2 * np.eye(law.dim)):
-        raise ValueError("risk_layer_quadrature needs an isotropic covariance σ² I")
+    check.require(bool(np.allclose(law.cov, sig2 * np.eye(law.dim))), "law.cov", law.cov,
+                  "an isotropic covariance σ² I")
+    g_rng = check.generator("rng", rng)
     sig = float(np.sqrt(sig2))
     v, c = r.pair(0, 1)
     nv = float(np.linalg.norm(v))
     nhat = v / nv
     slope = nv * sig  # dg/dT
     T0 = -(v @ law.mean + c) / slope
-    z = _checks.rng(rng).standard_normal((n_perp, law.dim))
+    z = g_rng.standard_normal((n_perp, law.dim))
     z -= np.outer(z @ nhat, nhat)  # (n_perp, d): the component along n̂ removed
     gaps, ses = [], []
     for ti in t:
@@ -294,20 +317,20 @@ def risk_layer_quadrature(model: MoERegression, law: GaussianLaw, taus, n_perp: 
             g = model.gap(x.reshape(-1, law.dim), [ti])[0].reshape(zz.shape[0], T.size)
             inner[s:s + rows] = g @ wT
         gaps.append(inner.mean())
-        ses.append(inner.std(ddof=1) / np.sqrt(n_perp) if n_perp > 1 else np.nan)
+        ses.append(inner.std(ddof=1) / np.sqrt(n_perp))
     return RiskGap(t, np.array(gaps), np.array(ses), float("nan"), "layer quadrature x Monte Carlo")
 
 
 def risk_polar_2d(model: MoERegression, law: InputLaw, taus, rho_max: float, n_theta: int = 256,
                   n_gl: int = 12) -> RiskGap:
     """Sphere router in d = 2: trapezoid in the angle × graded Gauss–Legendre in the radius."""
-    t = _checks.temperatures(taus)
+    t = check.temperatures("taus", taus)
+    _model_and_law(model, law)
     r = model.router
-    if not (isinstance(r, SphereRouter) and r.dim == 2):
-        raise ValueError("risk_polar_2d needs a SphereRouter in d = 2")
-    _law_dim_check(model, law)
-    rho_max = _checks.positive(rho_max, "rho_max")
-    n_theta = _checks.count(n_theta, "n_theta")
+    check.require(isinstance(r, SphereRouter) and r.dim == 2, "model.router", r, "a SphereRouter in d = 2")
+    rho_max = check.positive("rho_max", rho_max)
+    n_theta = check.integer("n_theta", n_theta, low=1)
+    n_gl = check.integer("n_gl", n_gl, low=1)
     rho, wr = graded_nodes(0.0, rho_max, [r.radius], n_gl=n_gl)
     th = 2 * np.pi * np.arange(n_theta) / n_theta
     R, TH = np.meshgrid(rho, th, indexing="ij")  # (m, n_theta)
@@ -328,12 +351,11 @@ def risk_bound(taus, n_experts: int, B: float, B_star: float, C_m: float, alpha:
     |Σ_k (π_τ − π_0)_k ℓ_k| ≤ ½‖π_τ − π_0‖_1 (max ℓ − min ℓ) with 0 ≤ ℓ_k ≤ (B + B*)²).  The layer
     cake E[e^{−Δ/τ}] = ∫_0^∞ τ^{−1} e^{−w/τ} BM(w) dw ≤ C_m Γ(1+α) τ^α gives the τ^α.
     """
-    t = _checks.temperatures(taus)
-    K = _checks.n_experts(n_experts)
-    for name, val in (("B", B), ("B_star", B_star), ("C_m", C_m), ("alpha", alpha)):
-        _checks.positive(val, name)
-    if mixture not in MIXTURES:
-        raise ValueError(f"mixture = {mixture!r}; accepted: {', '.join(MIXTURES)}")
+    t = check.temperatures("taus", taus)
+    K = check.integer("n_experts", n_experts, low=2)
+    B, B_star, C_m, alpha = (check.positive(name, val) for name, val in
+                             (("B", B), ("B_star", B_star), ("C_m", C_m), ("alpha", alpha)))
+    check.choice("mixture", mixture, MIXTURES)
     pre = 4 * (K - 1) * B * (B + B_star) if mixture == "predictions" else (K - 1) * (B + B_star) ** 2
     return pre * C_m * special.gamma(1 + alpha) * t ** alpha
 
@@ -345,13 +367,20 @@ def first_order_integrand(model: MoERegression, x_sigma, normal, eps: float = 1e
     (ℓ_0 − ℓ_1)_−].  Expert 0 is the one active on the side g > 0 (the "+" side, unit normal
     ``normal`` = ∇g/|∇g|); D = f_0 − f_1; one-sided teacher values f*_± = f*(x ± eps·n̂);
     r_+ = f*_+ − f_0, r_− = f*_− − f_1.  Multiply by τ p/|∇g| and integrate over Σ.
+    ``normal`` is one unit normal per point, (n, d), or one for all points, (d,).
     """
-    if model.n_experts != 2:
-        raise ValueError(f"first-order constant is for K = 2; got K = {model.n_experts}")
-    x = _checks.points(x_sigma, model.router.dim)
-    nrm = np.asarray(normal, float).reshape(-1, x.shape[1])
-    f = model.experts(x)  # (n, 2)
-    yp, ym = model.teacher(x + eps * nrm), model.teacher(x - eps * nrm)
+    check.instance("model", model, MoERegression, "a MoERegression")
+    check.require(model.n_experts == 2, "model.n_experts", model.n_experts,
+                  "2 (the first-order constant is for a binary router)")
+    x = check.points("x_sigma", x_sigma, model.router.dim)
+    n, d = x.shape
+    nrm = check.finite_array("normal", normal)
+    check.require(nrm.size in (d, n * d), "normal.shape", nrm.shape, f"({n}, {d}) or ({d},)")
+    nrm = nrm.reshape(-1, d)
+    eps = check.positive("eps", eps)
+    f = check.finite_array("experts(x)", model.experts(x), shape=(n, 2))  # (n, 2)
+    yp = check.finite_array("teacher(x)", model.teacher(x + eps * nrm), shape=(n,))
+    ym = check.finite_array("teacher(x)", model.teacher(x - eps * nrm), shape=(n,))
     if model.mixture == "predictions":
         D = f[:, 0] - f[:, 1]
         return JUMP_SQ * D ** 2 + 2 * SOFTPLUS * D * ((yp - f[:, 0]) - (ym - f[:, 1]))
@@ -366,21 +395,29 @@ def first_order_constant(model: MoERegression, law: InputLaw, n_cond: int = 100_
 
     Binary linear router: d = 1 exactly (Σ is one point); Gaussian input in any d by exact
     conditional sampling of X | g(X) = 0 (value = S · E[integrand | Σ]).  Sphere router, d = 2:
-    trapezoid rule on the circle.
+    trapezoid rule on the circle.  A density that is infinite on the interface (a vanishing
+    density law with α < 1 whose tie set is the interface) has no finite constant: refused.
     """
+    _model_and_law(model, law)
     r = model.router
+    n_cond = check.integer("n_cond", n_cond, low=2)
+    n_theta = check.integer("n_theta", n_theta, low=1)
     if isinstance(r, LinearRouter) and r.n_experts == 2:
         v, c = r.pair(0, 1)
         nv = float(np.linalg.norm(v))
+        check.require(nv > 0, "model.router", r, "a router whose two experts have different weights "
+                      "(v = 0: no interface)")
         if r.dim == 1:
             x = np.array([[-c / v[0]]])
-            return float(first_order_integrand(model, x, v / nv)[0] * law.pdf(x)[0] / nv), 0.0
+            p = law.pdf(x)[0]
+            check.require(bool(np.isfinite(p)), "law", law, "a density finite on the interface "
+                          f"(p(x) = {p} at the tie point x = {x[0, 0]!r})")
+            return float(first_order_integrand(model, x, v / nv)[0] * p / nv), 0.0
         if isinstance(law, GaussianLaw):
             from .coarea import linear_gaussian_constant
 
             S = linear_gaussian_constant(v, c, law)
-            n_cond = _checks.count(n_cond, "n_cond")
-            x0 = law.sample(n_cond, _checks.rng(rng))
+            x0 = law.sample(n_cond, check.generator("rng", rng))
             s2 = float(v @ law.cov @ v)
             xc = x0 - np.outer(x0 @ v + c, law.cov @ v) / s2  # exact draws of X | g(X) = 0
             h = first_order_integrand(model, xc, np.broadcast_to(v / nv, xc.shape))
@@ -392,5 +429,6 @@ def first_order_constant(model: MoERegression, law: InputLaw, n_cond: int = 100_
         h = first_order_integrand(model, x, u)
         w = law.pdf(x) * r.radius * (2 * np.pi / n_theta) / (2 * r.scale * r.radius)
         return float(h @ w), 0.0
-    raise ValueError(f"first_order_constant: not implemented for {type(r).__name__} in d = {r.dim} "
-                     f"with {type(law).__name__}")
+    check.fail("model.router", r, "a binary LinearRouter (d = 1, or any d with a GaussianLaw) or a "
+               f"SphereRouter in d = 2 (not implemented for {type(r).__name__} in d = {r.dim} with "
+               f"{type(law).__name__})")

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
+from .. import validation as check
 
 
 class Router:
-    """Interface: ``n_experts`` (K), ``dim`` (d), ``logits(x) -> (n, K)``."""
+    """Interface: ``n_experts`` (K), ``dim`` (d), ``logits(x) -> (n, K)``.
+
+    ``x`` is checked (finite, shape (n, d)) before anything is evaluated.
+    """
 
     n_experts: int
     dim: int
@@ -53,26 +56,35 @@ class LinearRouter(Router):
     bias: np.ndarray | None = None
 
     def __post_init__(self):
-        W = np.atleast_2d(np.asarray(self.weight, dtype=float))
-        _checks.n_experts(W.shape[0])
-        b = np.zeros(W.shape[0]) if self.bias is None else np.atleast_1d(np.asarray(self.bias, float))
-        if b.shape != (W.shape[0],):
-            raise ValueError(f"bias has shape {b.shape}; accepted: ({W.shape[0]},) to match K = {W.shape[0]}")
+        W = np.atleast_2d(check.finite_array("weight", self.weight, ndim=(1, 2)))
+        K = W.shape[0]
+        check.require(K >= 2, "weight.shape", W.shape,
+                      "(K, d) with K ≥ 2 experts (K = 1 has nothing to route)")
+        b = np.zeros(K) if self.bias is None else np.atleast_1d(
+            check.finite_array("bias", self.bias, ndim=(0, 1)))
+        check.require(b.shape == (K,), "bias.shape", b.shape, f"shape ({K},) to match K = {K}")
+        # identical experts: every input is a K-way tie, and every constant of the interface 0/0
+        check.require(not (np.all(W == W[0]) and np.all(b == b[0])), "weight", W,
+                      "experts with different logits (all K rows of (weight, bias) are identical: "
+                      "the router never decides)")
         object.__setattr__(self, "weight", W)
         object.__setattr__(self, "bias", b)
 
     @classmethod
     def binary(cls, v, b: float = 0.0) -> "LinearRouter":
-        """The K = 2 router with g = a_0 − a_1 = v·x + b."""
-        v = np.atleast_1d(np.asarray(v, dtype=float))
+        """The K = 2 router with g = a_0 − a_1 = v·x + b (v ≠ 0: otherwise there is no interface)."""
+        v = np.atleast_1d(check.finite_array("v", v, ndim=(0, 1)))
+        b = check.number("b", b)
+        check.require(bool(np.any(v != 0)), "v", v, "a non-zero direction (v = 0 has no interface)")
         return cls(np.stack([v / 2, -v / 2]), np.array([b / 2, -b / 2]))
 
     @classmethod
     def random(cls, n_experts: int, dim: int, rng=None, scale: float = 1.0) -> "LinearRouter":
         """Gaussian weights N(0, scale²) and zero bias (all interfaces pass near the origin)."""
-        K = _checks.n_experts(n_experts)
-        d = _checks.count(dim, "dimension d")
-        W = scale * _checks.rng(rng).standard_normal((K, d))
+        K = check.integer("n_experts", n_experts, low=2)
+        d = check.integer("dim", dim, low=1)
+        scale = check.positive("scale", scale)
+        W = scale * check.generator("rng", rng).standard_normal((K, d))
         return cls(W, np.zeros(K))
 
     @property
@@ -84,14 +96,19 @@ class LinearRouter(Router):
         return self.weight.shape[1]
 
     def logits(self, x) -> np.ndarray:
-        x = _checks.points(x, self.dim)
+        x = check.points("x", x, self.dim)
         return x @ self.weight.T + self.bias  # (n, K)
 
     def pair(self, j: int, k: int) -> tuple[np.ndarray, float]:
         """(v, c) with g_jk(x) = a_j(x) − a_k(x) = v·x + c."""
+        K = self.n_experts
+        j = check.integer("j", j, low=0, high=K - 1)
+        k = check.integer("k", k, low=0, high=K - 1)
+        check.require(j != k, "k", k, f"an expert other than j = {j} (g_jj ≡ 0 has no interface)")
         return self.weight[j] - self.weight[k], float(self.bias[j] - self.bias[k])
 
-    def pairs(self):
+    def pairs(self) -> list[tuple[int, int]]:
+        """Every pair j < k of experts (the interfaces of the pairwise union bound)."""
         K = self.n_experts
         return [(j, k) for j in range(K) for k in range(j + 1, K)]
 
@@ -109,23 +126,23 @@ class SphereRouter(BinaryRouter):
     scale: float = 1.0
 
     def __post_init__(self):
-        c = np.atleast_1d(np.asarray(self.center, dtype=float))
-        if c.ndim != 1 or c.size < 2:
-            raise ValueError(f"center has shape {c.shape}; accepted: (d,) with d ≥ 2")
+        c = check.finite_array("center", self.center, ndim=1)
+        check.require(c.size >= 2, "center.shape", c.shape,
+                      "(d,) with d ≥ 2 (a sphere in d = 1 is two points)")
         object.__setattr__(self, "center", c)
-        _checks.positive(self.radius, "radius")
-        _checks.positive(self.scale, "scale")
+        object.__setattr__(self, "radius", check.positive("radius", self.radius))
+        object.__setattr__(self, "scale", check.positive("scale", self.scale))
 
     @property
     def dim(self) -> int:
         return self.center.size
 
     def g(self, x) -> np.ndarray:
-        x = _checks.points(x, self.dim)
+        x = check.points("x", x, self.dim)
         return self.scale * (((x - self.center) ** 2).sum(1) - self.radius ** 2)
 
     def grad_g(self, x) -> np.ndarray:
-        x = _checks.points(x, self.dim)
+        x = check.points("x", x, self.dim)
         return 2 * self.scale * (x - self.center)  # (n, d)
 
 
@@ -145,9 +162,10 @@ class PowerRouter(BinaryRouter):
     scale: float = 1.0
 
     def __post_init__(self):
-        _checks.count(self.dim, "dimension d")
-        _checks.positive(self.power, "power")
-        _checks.positive(self.scale, "scale")
+        object.__setattr__(self, "dim", check.integer("dim", self.dim, low=1))
+        object.__setattr__(self, "power", check.positive("power", self.power))
+        object.__setattr__(self, "signed", check.flag("signed", self.signed))
+        object.__setattr__(self, "scale", check.positive("scale", self.scale))
 
     @property
     def alpha(self) -> float:
@@ -155,12 +173,12 @@ class PowerRouter(BinaryRouter):
         return 1.0 / self.power
 
     def g(self, x) -> np.ndarray:
-        x = _checks.points(x, self.dim)
+        x = check.points("x", x, self.dim)
         t = np.abs(x[:, 0]) ** self.power
         return self.scale * (np.sign(x[:, 0]) * t if self.signed else t)
 
     def grad_g(self, x) -> np.ndarray:
-        x = _checks.points(x, self.dim)
+        x = check.points("x", x, self.dim)
         out = np.zeros_like(x)
         p = self.power
         d1 = p * np.abs(x[:, 0]) ** (p - 1)

@@ -3,15 +3,25 @@ MoE) that predict valid next tokens of every task, the MoE one routing by templa
 
 The construction is ours (the paper's proof is unavailable; see ``build`` for every step and
 constant).  ``build_moe``/``build_dense`` write weights into :class:`moe_routing.model.MoETransformer`;
-``verify`` checks them exhaustively; ``sizes`` counts neurons and parameters.
+``verify`` checks them exhaustively; ``sizes`` counts neurons and parameters.  A dataset is
+refused only with a proof (``refusals``): :class:`HypothesisFails` names the hypothesis, the
+tasks and witness prefixes, and carries the certificate.
 """
 
 from .build import ConstructionReport, build_dense, build_moe
 from .codes import coherence, polynomial_code
 from .layout import Layout
-from .structure import (StructuralNodes, admissible_tasks, check_hypotheses,
-                        hypothesis_violations, structural_nodes)
+from .refusals import HypothesisFails, HypothesisUndecided
+from .separators import FitSettings
+from .structure import (
+                        StructuralNodes,
+                        admissible_tasks,
+                        check_hypotheses,
+                        hypothesis_violations,
+                        structural_nodes,
+)
 
 __all__ = ["ConstructionReport", "build_dense", "build_moe", "coherence", "polynomial_code",
-           "Layout", "StructuralNodes", "admissible_tasks", "check_hypotheses",
-           "hypothesis_violations", "structural_nodes"]
+           "Layout", "HypothesisFails", "HypothesisUndecided", "FitSettings",
+           "StructuralNodes", "admissible_tasks", "check_hypotheses", "hypothesis_violations",
+           "structural_nodes"]

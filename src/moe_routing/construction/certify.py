@@ -30,9 +30,9 @@ Batches are formed task by task, and each batch evaluates the union of its prefi
 candidates -- the same function as the full layer (in float32 the products over a subset of
 the columns round differently: a detector sums terms as large as its gate constant, so its
 pre-activation may differ by ~1e-4 between the two evaluations, as it may between two BLAS
-kernels), a few hundred neurons instead of eleven thousand.  The report says how many (prefix, neuron) pairs were certified silent and whether
-any neuron *outside* the prefix's own circuit was left uncertified (and if so, its largest
-activation, computed).
+kernels), a few hundred neurons instead of eleven thousand.  The report says how many
+(prefix, neuron) pairs were certified silent and whether any neuron *outside* the prefix's own
+circuit was left uncertified (and if so, its largest activation, computed).
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from moe_routing.validation import number, require
 
 
 @dataclass
@@ -76,12 +78,9 @@ class SilenceCertificate:
     @torch.no_grad()
     def __init__(self, fast, report, struct_rep: torch.Tensor, node_label: np.ndarray,
                  tol: float = 1e-6):
-        if fast.m.config.n_experts != 1:
-            raise ValueError(f"a silence certificate is for the dense construction (1 expert); "
-                             f"this model has {fast.m.config.n_experts}")
-        if not tol >= 0:
-            raise ValueError(f"tol={tol!r}; accepted: ≥ 0")
-        self.tol = float(tol)
+        require(fast.m.config.n_experts == 1, "fast.m.config.n_experts",
+                fast.m.config.n_experts, "1 (a silence certificate is for the dense construction)")
+        self.tol = number("tol", tol, low=0)
         S = fast.expert_support[0]
         rb = report.layout.router_block[1]
         in_model = fast.rin[S["ins"]]                                # model coordinates read
@@ -89,8 +88,8 @@ class SilenceCertificate:
         self.rest = torch.nonzero(in_model >= rb).squeeze(1)
         self.ins, self.outs = S["ins"], S["outs"]
         self.w1, self.b1, self.w2, self.b2 = S["w1"], S["b1"], S["w2"], S["b2"]
-        if bool((self.b2 != 0).any()):
-            raise ValueError("the dense FFN has an output bias; the certificate assumes none")
+        require(not bool((self.b2 != 0).any()), "fast", fast,
+                "a dense FFN without output bias (the certificate assumes none)")
         W1 = self.w1.double()
         W_S, W_R = W1[self.syn], W1[self.rest]                       # (|S|, U), (|R|, U)
         r = self._content_bounds(fast)[self.rest]                    # (|R|,)
@@ -108,7 +107,8 @@ class SilenceCertificate:
         self.foreign = torch.as_tensor(foreign)
         n_c = self.cand.sum(1)
         self.stats = CertificateStats(
-            n_units=len(units), n_inputs=len(self.ins), n_outputs=len(self.outs), circuits=K + 1, max_candidates=int(n_c.max()),
+            n_units=len(units), n_inputs=len(self.ins), n_outputs=len(self.outs), circuits=K + 1,
+            max_candidates=int(n_c.max()),
             mean_candidates=float(n_c.double().mean()), foreign_candidates=int(foreign.sum()),
             foreign_max_activation=0.0, max_syntactic_deviation=0.0, tol=self.tol,
             evaluated_fraction=0.0)

@@ -23,6 +23,8 @@ import math
 
 import numpy as np
 
+from moe_routing.validation import fail, integer, probability
+
 
 def _is_prime(p: int) -> bool:
     return p >= 2 and all(p % q for q in range(2, int(math.isqrt(p)) + 1))
@@ -31,10 +33,8 @@ def _is_prime(p: int) -> bool:
 def polynomial_code_params(n: int, max_coherence: float = 0.3) -> tuple[int, int]:
     """Smallest dimension ``p²`` of a polynomial code with ≥ n words and coherence
     ``(m−1)/p ≤ max_coherence``; returns ``(p, m)``."""
-    if n < 1:
-        raise ValueError(f"need at least one codeword, got n={n}")
-    if not 0.0 < max_coherence < 1.0:
-        raise ValueError(f"max_coherence={max_coherence} outside the accepted range (0, 1)")
+    n = integer("n", n, low=1)
+    max_coherence = probability("max_coherence", max_coherence)
     best = None
     for m in range(1, 64):
         p = max(2, math.ceil(n ** (1.0 / m)) if m > 1 else n)
@@ -45,7 +45,7 @@ def polynomial_code_params(n: int, max_coherence: float = 0.3) -> tuple[int, int
         if m > 1 and p <= 2:
             break
     if best is None:
-        raise ValueError(f"no polynomial code with {n} words has coherence ≤ {max_coherence}")
+        fail("max_coherence", max_coherence, f"a bound some polynomial code with {n} words meets")
     return best
 
 

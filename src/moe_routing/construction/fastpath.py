@@ -16,6 +16,8 @@ import math
 
 import torch
 
+from moe_routing.validation import require
+
 
 def _nz_rows(w):
     return torch.nonzero(w.abs().sum(tuple(range(1, w.dim()))) > 0).squeeze(1)
@@ -31,9 +33,8 @@ class RestrictedForward:
     @torch.no_grad()
     def __init__(self, model):
         cfg = model.config
-        if cfg.layernorm or cfg.attn_bias or cfg.top_k != 1:
-            raise ValueError("the restricted forward needs layernorm=False, attn_bias=False, "
-                             "top_k=1 (the constructed models)")
+        require(not (cfg.layernorm or cfg.attn_bias or cfg.top_k != 1), "model.config", cfg,
+                "layernorm=False, attn_bias=False, top_k=1 (the constructed models)")
         self.m = m = model
         a = m.attn
         self.h = cfg.n_heads
@@ -54,8 +55,8 @@ class RestrictedForward:
         self.rin = rin
         e_w1, e_b1, e_w2, e_b2 = m.experts.weights()
         self.cout = _nz_cols(m.unembed.weight)
-        if m.unembed.bias is not None:
-            raise ValueError("the restricted forward needs unembed_bias=False")
+        require(m.unembed.bias is None, "model.config.unembed_bias", True,
+                "False (the restricted forward has no unembedding bias)")
         self.w1 = e_w1[:, rin]                                      # (e, |rin|, f)
         self.b1 = e_b1
         self.w2 = e_w2[:, :, self.cout]                             # (e, f, |cout|)
@@ -87,7 +88,8 @@ class RestrictedForward:
             cout_pos = {int(c): i for i, c in enumerate(self.cout)}
             H["ir"] = torch.tensor([rin_pos[int(c)] for c in H["oc"] if int(c) in rin_pos], dtype=torch.long)
             H["jr"] = torch.tensor([i for i, c in enumerate(H["oc"]) if int(c) in rin_pos], dtype=torch.long)
-            H["io"] = torch.tensor([cout_pos[int(c)] for c in H["oc"] if int(c) in cout_pos], dtype=torch.long)
+            H["io"] = torch.tensor([cout_pos[int(c)] for c in H["oc"] if int(c) in cout_pos],
+                                   dtype=torch.long)
             H["jo"] = torch.tensor([i for i, c in enumerate(H["oc"]) if int(c) in cout_pos], dtype=torch.long)
 
     @torch.no_grad()
@@ -133,8 +135,8 @@ class RestrictedForward:
         probs = logits_r.softmax(-1)                                 # (n, E)
         top_p, top_i = probs.max(-1)                                 # (n,)
         gate = top_p if m.config.gate == "switch" else torch.ones_like(top_p)
-        if m.knockout_mode != "zero":
-            raise ValueError("the restricted forward supports knock-out mode 'zero' only")
+        require(m.knockout_mode == "zero", "model.knockout_mode", m.knockout_mode,
+                "'zero' (the only knock-out the restricted forward supports)")
         gate = gate * m.expert_alive[top_i]
         out = out.clone()
         for e in torch.unique(top_i).tolist():

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moe_routing.validation import choice
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -34,12 +36,15 @@ class Layout:
                 ("OUT_KEY", K), ("OUT_VAL", dc)]
 
     def block(self, name: str) -> slice:
+        """Coordinates of block ``name`` in the residual stream."""
+        sizes = self._sizes()
+        choice("name", name, [n for n, _ in sizes])
         start = 0
-        for n, size in self._sizes():
+        for n, size in sizes:
             if n == name:
-                return slice(start, start + size)
+                break
             start += size
-        raise ValueError(f"unknown block {name!r}; accepted: {[n for n, _ in self._sizes()]}")
+        return slice(start, start + size)
 
     @property
     def d_model(self) -> int:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from ..model.parameters import parameter_count
+from ..model.transformer import MoETransformer
+from ..validation import fail
+
 
 def expert_table(report, dataset) -> list[dict]:
     """Per task: |T(k)|, |Δ_k|, Σ|τ|, syntactic and semantic neurons, total, the uniform bound
@@ -17,23 +21,16 @@ def expert_table(report, dataset) -> list[dict]:
     return rows
 
 
-def parameter_counts(model, report) -> dict:
-    """Total and active parameters.  Active = what one token uses: embeddings rows are looked
-    up (counted as d_model each for one token and one position), attention, router and the
-    *one* chosen expert (its live neurons only); unembedding in full.  Expert parameters are
-    counted over live neurons (``expert_sizes``), not the padded storage."""
-    cfg = model.config
-    d = cfg.d_model
-    per_neuron = 2 * d + 1                                  # w1 column, w2 row, b1
-    experts_total = sum(cfg.neurons_per_expert) * per_neuron + cfg.n_experts * d
-    attn = sum(p.numel() for p in model.attn.parameters())
-    router = sum(p.numel() for p in model.router.parameters())
-    emb = model.tok_emb.weight.numel() + model.pos_emb.weight.numel()
-    unemb = sum(p.numel() for p in model.unembed.parameters())
-    total = emb + attn + router + experts_total + unemb
-    largest = max(cfg.neurons_per_expert) * per_neuron + d
-    active = 2 * d + attn + router + largest + unemb
-    return dict(total=total, active_max=active, experts_total=experts_total,
-                expert_largest=largest, attention=attn, router=router, embeddings=emb,
-                unembedding=unemb, d_model=d, stored_expert_params=model.experts.w1.numel()
-                + model.experts.w2.numel() + model.experts.b1.numel() + model.experts.b2.numel())
+def parameter_counts(model) -> dict:
+    """Total and active parameters of a constructed model, from the one count of
+    :func:`moe_routing.model.parameter_count`.  Active = what one token uses: one row of each
+    embedding table, attention, router and the *one* chosen expert (its live neurons only),
+    unembedding in full; ``active_max`` takes the largest expert.  Expert parameters are counted
+    over live neurons (``expert_sizes``), not the padded storage (``stored_expert_params``)."""
+    if not isinstance(model, MoETransformer):
+        fail("model", type(model).__name__, "a MoETransformer")
+    pc = parameter_count(model.config)
+    return dict(total=pc.total, active_max=int(pc.active), experts_total=pc.experts_total,
+                expert_largest=max(pc.per_expert), attention=pc.attention, router=pc.router,
+                embeddings=pc.embeddings, unembedding=pc.unembedding,
+                d_model=model.config.d_model, stored_expert_params=pc.stored_experts)

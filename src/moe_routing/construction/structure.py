@@ -32,6 +32,8 @@ import numpy as np
 
 from moe_routing.knowledge import OBJECT_SLOT, SUBJECT_SLOT
 
+from .refusals import HypothesisFails
+
 KINDS = ("pre", "between", "post")
 
 
@@ -114,7 +116,6 @@ def structural_nodes(dataset) -> StructuralNodes:
             nxt[u].setdefault(k, set()).add(sym)
             row.append(u)
         node_at.append(row)
-    U = len(keys)
     K = dataset.n_tasks
     depth = np.array([len(x) for x in keys], dtype=np.int64)
     types = [np.array([tok.bos_id] + [ent if x < 0 else int(type_of[x]) for x in key],
@@ -140,7 +141,8 @@ def hypothesis_violations(nodes: StructuralNodes) -> list[dict]:
 
 
 def check_hypotheses(dataset, nodes: StructuralNodes | None = None) -> StructuralNodes:
-    """Raise ValueError naming every violation of (H-obj); return the nodes otherwise."""
+    """Raise :class:`.refusals.HypothesisFails` (a ValueError) naming every violation of
+    (H-obj) -- the offending nodes are the proof; return the nodes otherwise."""
     nodes = nodes or structural_nodes(dataset)
     bad = hypothesis_violations(nodes)
     if bad:
@@ -148,12 +150,13 @@ def check_hypotheses(dataset, nodes: StructuralNodes | None = None) -> Structura
         lines = [f"  '{nodes.text(v['node'], tok)}' shared by tasks "
                  f"{[nodes.task_names[k] for k in v['tasks']]}, object slot for "
                  f"{[nodes.task_names[k] for k in v['object_tasks']]}" for v in bad]
-        raise ValueError(
-            "dataset violates hypothesis (H-obj) of the construction: every object slot (a "
-            "template prefix followed by ⋆2) must belong to one task only, so that no shared "
-            f"prefix needs a dictionary lookup; {len(bad)} offending prefixes:\n"
-            + "\n".join(lines) + "\nuse construction.admissible_tasks(dataset) for a sub-dataset "
-            "that satisfies it")
+        tasks = sorted({k for v in bad for k in v["tasks"]})
+        raise HypothesisFails(
+            "H-obj", [nodes.task_names[k] for k in tasks],
+            [nodes.text(v["node"], tok) for v in bad], bad,
+            "(no shared prefix may need a dictionary lookup); "
+            f"{len(bad)} offending prefix(es):\n" + "\n".join(lines)
+            + "\nuse construction.admissible_tasks(dataset) for a sub-dataset that satisfies it")
     return nodes
 
 

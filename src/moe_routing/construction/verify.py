@@ -35,6 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from moe_routing.validation import integer, probability, require
+
+from .build import beta_for
+
 
 @dataclass
 class Verification:
@@ -85,10 +89,10 @@ class _Unembed:
         mask_ent = torch.zeros(W.shape[1], dtype=torch.bool)
         mask_ent[okey] = True
         mask_ent[oval] = True
-        if model.unembed.bias is not None or bool(W[:ns][:, ~mask_syn].any()) \
-                or bool(W[ns:][:, ~mask_ent].any()):
-            raise ValueError("W_U does not have the construction's block structure; the "
-                             "restricted evaluation would not be exact")
+        require(model.unembed.bias is None and not bool(W[:ns][:, ~mask_syn].any())
+                and not bool(W[ns:][:, ~mask_ent].any()), "model.unembed", model.unembed,
+                "the construction's block structure (word tokens read OUT_SYN only, entities "
+                "OUT_KEY/OUT_VAL only, no bias): the restricted evaluation would not be exact")
         cout = fast.cout
         self.pos_syn = torch.nonzero(mask_syn[cout]).squeeze(1)     # positions within cout
         self.pos_ent = torch.nonzero(mask_ent[cout]).squeeze(1)
@@ -192,16 +196,15 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=(),
 
     ``certify`` (dense models): evaluate the FFN through :class:`.certify.SilenceCertificate`
     (only the neurons not proven silent); ``False`` evaluates every neuron at every prefix."""
+    batch_size = integer("batch_size", batch_size, low=1)
+    eps_list = [probability(f"eps_list[{i}]", e) for i, e in enumerate(eps_list)]
     t0 = time.perf_counter()
-    if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size}; accepted: an integer ≥ 1")
     from .fastpath import RestrictedForward
 
     model.eval()
     fast = RestrictedForward(model)
     unembed = _Unembed(model, report, fast, dataset)
     nodes = report.nodes
-    lay = report.layout
     K = dataset.n_tasks
     E = model.config.n_experts
     s_of_t = struct_of_trie(dataset, nodes)
@@ -213,13 +216,9 @@ def verify(model, report, dataset, batch_size: int = 256, eps_list=(),
     is_first = is_first.reshape(M, n)
     seqs = torch.as_tensor(dataset.seqs)
     inv_all = np.zeros(dataset.trie.n_nodes)
-    from .build import beta_for
-    ratios = {float(e): beta_for(report, float(e), dataset.vocab_size) / report.beta
-              for e in eps_list}
+    ratios = {e: beta_for(report, e, dataset.vocab_size) / report.beta for e in eps_list}
     inv_eps = {e: 0.0 for e in ratios}
     route = np.zeros((K + 1, E), dtype=np.int64)
-    h1b, h2b = lay.block("H1"), lay.block("H2")
-    ref1 = {}
     ref1_arr = torch.full((len(nodes.node_at), n, len(fast.heads[0]["oc"])), float("nan"))
     ref2 = torch.full((dataset.tokenizer.n_entity, len(fast.heads[1]["oc"])), float("nan"))
     d1 = d2 = d2b = 0.0
@@ -313,8 +312,9 @@ def dense_certificate(fast, report, dataset, s_of_t=None, first_pos=None):
     trie_nodes = dataset.prefix_node.ravel()[first_pos]       # trie node of each first occurrence
     struct = s_of_t[trie_nodes]
     _, pick = np.unique(struct, return_index=True)             # first occurrence of each struct node
-    if len(pick) != n_struct:
-        raise ValueError(f"{n_struct - len(pick)} structural nodes have no prefix in the dataset")
+    require(len(pick) == n_struct, "dataset", dataset,
+            f"a dataset with a prefix at each of the report's {n_struct} structural nodes "
+            f"({n_struct - len(pick)} have none)")
     flat_idx = first_pos[pick]
     rows, cols = flat_idx // n, flat_idx % n
     seqs = torch.as_tensor(dataset.seqs)
@@ -342,7 +342,6 @@ def object_predictions(model, report, dataset, split: str = "test", batch_size: 
     idx = dataset.split_indices(split)
     seqs = torch.as_tensor(dataset.seqs[idx])
     op = torch.as_tensor(dataset.object_pos[idx])
-    correct, pobj, spread = [], [], []
     order = np.argsort(dataset.object_pos[idx], kind="stable")
     res = np.zeros((len(idx), 3))
     for s in range(0, len(idx), batch_size):

@@ -1,11 +1,12 @@
 """Experiments of the papers, run end to end from configuration to JSON artifacts.
 
-``task_routing`` — paper A §4: one-layer MoE transformers on knowledge tasks trained with
-cross-entropy, CE + load balancing or CE + the task-router loss (Figure 2 and the accuracy grid).
+``task_routing`` — paper A's experiments: one-layer MoE transformers on knowledge tasks trained
+with cross-entropy, CE + load balancing or CE + the task-router loss (Figure 2 and the accuracy
+grid).
 """
 
-from .task_routing import (ExperimentConfig, grid_configs, load_result, result_path,
-                           results_frame, run_experiment, run_grid)
+from .task_routing import (ExperimentConfig, convergence, grid_configs, load_result,
+                           result_path, results_frame, run_experiment, run_grid)
 
-__all__ = ["ExperimentConfig", "grid_configs", "load_result", "result_path", "results_frame",
-           "run_experiment", "run_grid"]
+__all__ = ["ExperimentConfig", "convergence", "grid_configs", "load_result", "result_path",
+           "results_frame", "run_experiment", "run_grid"]

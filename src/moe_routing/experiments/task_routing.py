@@ -1,4 +1,4 @@
-"""Paper A §4: train one-layer MoE transformers with three objectives and measure routing.
+"""Paper A's experiments: train one-layer MoE transformers with three objectives, measure routing.
 
 One *run* = one :class:`ExperimentConfig`: build the sub-dataset of ``n_tasks`` knowledge tasks,
 train a :class:`~moe_routing.model.MoETransformer` with objective ``ce``, ``ce+lb`` or
@@ -25,6 +25,14 @@ What is measured (all on the **test** split unless named otherwise):
   utilisation.
 * ``params`` — total parameters and active parameters per token (embedding rows, attention,
   router, the expert actually used, unembedding).
+* ``history`` — the training losses every 10 steps and ``evals``: test exact match at each
+  quarter of training (:data:`EVAL_QUARTERS`), so that :func:`convergence` can say whether the
+  run had stopped improving (the evaluations read the model only: training is unchanged).
+
+The training budget is a number of optimiser **steps** (``steps``), the same for every grid
+cell: a run with more tasks sees each sentence fewer times, but no run gets more updates
+because it has more tasks (a budget in epochs would grow with the number of tasks and confound
+the task axis of the grid with the training length).
 
 The objectives and their coefficients are the package's (``moe_routing.model.losses``): Switch
 load balancing ``α·E·Σ_i f_i P_i`` with α = 0.01, the task-router loss weighted by
@@ -41,15 +49,20 @@ a configuration whose file exists, so rerunning a chapter whose text changed doe
 while any change to the library invalidates every cached run.  With one expert the
 three objectives are the same training problem (the router's softmax is identically 1: the LB
 term is the constant α and the task-router loss is 0, both with zero gradient), so they share
-one run, recorded as such in each result (``shared_with``).
+one run, recorded as such in each result (``shared_with``).  Results are written atomically
+(:mod:`moe_routing.atomic`); a cached file that is corrupt, truncated or not a result of its
+configuration is never read: the run is redone (or a good copy from ``reuse_from`` is taken)
+and one warning line of this module's logger names the file and what was wrong with it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -57,10 +70,20 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..atomic import atomic_write_json
+from ..knowledge.arguments import sequence
+from ..model.checks import flag
 from ..model.losses import OBJECTIVES
+from ..runtime import DEVICES, PROFILES
+from ..validation import choice, fail, integer, number, positive, require
+
+log = logging.getLogger(__name__)
 
 #: version of the result format and of the measurement code; part of every cache key
-RESULT_VERSION = 1
+#: (2: the budget is ``steps``, not epochs; test accuracy is evaluated at each quarter)
+RESULT_VERSION = 2
+
+#: test exact match is evaluated after each quarter of training (for :func:`convergence`)
+EVAL_QUARTERS = 4
 
 
 @dataclass(frozen=True)
@@ -71,10 +94,10 @@ class ExperimentConfig:
     ``n_pairs`` (subject, object) pairs and ``n_templates`` templates per relation, split seed
     ``data_seed``; ``n_tasks`` of them chosen with ``task_seed``.
     Model: ``d_model``, ``n_heads``, ``d_expert`` (width of each expert), ``n_experts``, top-1
-    Switch gate.  Training: ``epochs`` passes over the training sentences with ``batch_size``,
-    AdamW at ``lr`` (cosine schedule of the training loop), ``seed`` (initialisation and data
-    order), ``lb_alpha`` and ``router_alpha`` the loss weights, ``device`` and ``amp`` (bfloat16
-    autocast on CUDA).
+    Switch gate.  Training: ``steps`` optimiser steps of ``batch_size`` sentences (the same
+    budget whatever ``n_tasks`` is), AdamW at ``lr`` (cosine schedule of the training loop),
+    ``seed`` (initialisation and data order), ``lb_alpha`` and ``router_alpha`` the loss
+    weights, ``device`` and ``amp`` (bfloat16 autocast on CUDA).
     """
 
     n_tasks: int
@@ -89,7 +112,7 @@ class ExperimentConfig:
     d_model: int = 128
     n_heads: int = 4
     d_expert: int = 128
-    epochs: int = 30
+    steps: int = 4000
     batch_size: int = 256
     lr: float = 3e-3
     warmup_steps: int = 20
@@ -99,40 +122,33 @@ class ExperimentConfig:
     amp: bool = True
 
     def __post_init__(self) -> None:
-        def need(ok: bool, name: str, accepted: str) -> None:
-            if not ok:
-                raise ValueError(f"ExperimentConfig.{name} = {getattr(self, name)!r} is "
-                                 f"invalid; accepted: {accepted}")
+        # Every field is checked here, so a grid fails before anything is trained; NumPy
+        # scalars are stored as Python values (the config is hashed and written as JSON).
+        def put(name, value):
+            object.__setattr__(self, name, value)
 
-        ints = ("n_tasks", "n_experts", "seed", "n_relations", "n_pairs", "n_templates",
-                "data_seed", "task_seed", "d_model", "n_heads", "d_expert", "epochs",
-                "batch_size", "warmup_steps")
-        for name in ints:
-            v = getattr(self, name)
-            if isinstance(v, np.integer):
-                object.__setattr__(self, name, int(v))
-            need(isinstance(getattr(self, name), int) and not isinstance(v, bool), name,
-                 "an integer")
-        need(self.objective in OBJECTIVES, "objective", ", ".join(OBJECTIVES))
-        need(self.n_relations >= 1, "n_relations", "an integer ≥ 1")
-        need(1 <= self.n_tasks <= self.n_relations, "n_tasks",
-             f"an integer in [1, n_relations={self.n_relations}]")
-        need(self.n_experts >= 1, "n_experts", "an integer ≥ 1")
-        need(self.n_pairs >= 2, "n_pairs", "an integer ≥ 2")
-        need(self.n_templates >= 1, "n_templates", "an integer ≥ 1")
-        need(self.n_heads >= 1, "n_heads", "an integer ≥ 1")
-        need(self.d_model >= 1 and self.d_model % self.n_heads == 0, "d_model",
-             f"an integer ≥ 1 divisible by n_heads={self.n_heads}")
-        need(self.d_expert >= 1, "d_expert", "an integer ≥ 1")
-        need(self.epochs >= 1, "epochs", "an integer ≥ 1")
-        need(self.batch_size >= 1, "batch_size", "an integer ≥ 1")
-        need(self.warmup_steps >= 0, "warmup_steps", "an integer ≥ 0")
-        need(isinstance(self.lr, (int, float)) and self.lr > 0, "lr", "a number > 0")
-        need(isinstance(self.lb_alpha, (int, float)) and self.lb_alpha >= 0, "lb_alpha",
-             "a number ≥ 0")
-        need(isinstance(self.router_alpha, (int, float)) and self.router_alpha >= 0,
-             "router_alpha", "a number ≥ 0")
-        need(self.device in ("auto", "cpu", "cuda"), "device", "auto, cpu, cuda")
+        def field(name):
+            return f"ExperimentConfig.{name}"
+
+        choice(field("objective"), self.objective, OBJECTIVES)
+        for name in ("n_relations", "n_experts", "n_heads", "d_expert", "steps",
+                     "batch_size"):
+            put(name, integer(field(name), getattr(self, name), low=1))
+        put("n_tasks", integer(field("n_tasks"), self.n_tasks))
+        require(1 <= self.n_tasks <= self.n_relations, field("n_tasks"), self.n_tasks,
+                f"an integer in [1, n_relations={self.n_relations}]")
+        put("n_pairs", integer(field("n_pairs"), self.n_pairs, low=2))
+        put("n_templates", integer(field("n_templates"), self.n_templates, low=1, high=5))
+        for name in ("seed", "data_seed", "task_seed", "warmup_steps"):
+            put(name, integer(field(name), getattr(self, name), low=0))
+        put("d_model", integer(field("d_model"), self.d_model, low=1))
+        require(self.d_model % self.n_heads == 0, field("d_model"), self.d_model,
+                f"an integer ≥ 1 divisible by n_heads={self.n_heads}")
+        put("lr", positive(field("lr"), self.lr))
+        put("lb_alpha", number(field("lb_alpha"), self.lb_alpha, low=0))
+        put("router_alpha", number(field("router_alpha"), self.router_alpha, low=0))
+        choice(field("device"), self.device, DEVICES)
+        put("amp", flag(field("amp"), self.amp))
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -154,6 +170,12 @@ class ExperimentConfig:
 
     def replace(self, **changes) -> "ExperimentConfig":
         return replace(self, **changes)
+
+
+def _config(cfg) -> ExperimentConfig:
+    if not isinstance(cfg, ExperimentConfig):
+        fail("cfg", type(cfg).__name__, "an ExperimentConfig")
+    return cfg
 
 
 # The code a training run's result depends on: the model, its training and evaluation, the
@@ -188,6 +210,7 @@ def _full_dataset(n_relations: int, n_pairs: int, n_templates: int, data_seed: i
 def task_selection(cfg: ExperimentConfig) -> list[int]:
     """Indices (into the full dataset's tasks) of the run's tasks: the first ``n_tasks`` of a
     ``task_seed`` permutation (nested across ``n_tasks``)."""
+    _config(cfg)
     perm = np.random.default_rng(cfg.task_seed).permutation(cfg.n_relations)
     return sorted(int(i) for i in perm[:cfg.n_tasks])
 
@@ -195,14 +218,14 @@ def task_selection(cfg: ExperimentConfig) -> list[int]:
 @lru_cache(maxsize=8)
 def _sub_dataset(n_relations, n_pairs, n_templates, data_seed, tasks: tuple[int, ...]):
     full = _full_dataset(n_relations, n_pairs, n_templates, data_seed)
-    if full.n_tasks < n_relations:
-        raise ValueError(f"the knowledge base provides {full.n_tasks} relations; "
-                         f"n_relations={n_relations} asks for more")
+    require(full.n_tasks >= n_relations, "ExperimentConfig.n_relations", n_relations,
+            f"at most {full.n_tasks}: the relations the knowledge base provides")
     return full.subset(list(tasks))
 
 
 def experiment_dataset(cfg: ExperimentConfig):
     """The :class:`~moe_routing.knowledge.KnowledgeDataset` of the run's ``n_tasks`` tasks."""
+    _config(cfg)
     return _sub_dataset(cfg.n_relations, cfg.n_pairs, cfg.n_templates, cfg.data_seed,
                         tuple(task_selection(cfg)))
 
@@ -219,8 +242,10 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
     import torch
 
     from .. import routing_metrics as rm
-    from ..model import collect_routing, exact_match, valid_next_token_mass
+    from ..model import collect_routing, exact_match, parameter_count, valid_next_mass
 
+    n_experts = integer("n_experts", n_experts, low=1)
+    batch_size = integer("batch_size", batch_size, low=1)
     te, tr = ds.encode_split("test"), ds.encode_split("train")
     acc = exact_match(model, te.tokens, te.object_pos, _object_targets(te))
     n_tr = min(len(tr), 2000)
@@ -230,21 +255,13 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
                            minlength=ds.n_tasks) / np.maximum(
         np.bincount(te.task.numpy(), minlength=ds.n_tasks), 1)
 
-    # valid-next-token mass, batched (the (M, n, V) mask would not fit for large V)
-    device = next(model.parameters()).device
+    # valid-next-token mass; the (M, n, V) masks would not fit for a large V: built per batch
     inputs, loss_mask = te.inputs, te.loss_mask                               # (M, n-1)
     obj_pred = torch.zeros_like(loss_mask)
     obj_pred[torch.arange(len(te)), te.object_pos - 1] = True                 # predicts object
-    masses, masses_obj = [], []
-    with torch.no_grad():
-        for s in range(0, len(te), batch_size):
-            sl = slice(s, s + batch_size)
-            logits = model(inputs[sl].to(device)).logits.float().cpu()       # (b, n-1, V)
-            valid = ds.valid_next_mask(te.prefix_node[sl, :-1])               # (b, n-1, V)
-            m, _ = valid_next_token_mass(logits, valid)
-            masses.append(m[loss_mask[sl]])
-            masses_obj.append(m[obj_pred[sl]])
-    mass, mass_obj = torch.cat(masses), torch.cat(masses_obj)
+    mass = valid_next_mass(model, inputs,
+                           lambda rows: ds.valid_next_mask(te.prefix_node[rows, :-1]),
+                           batch_size=batch_size).mass                        # (M, n-1)
 
     rec_all = collect_routing(model, inputs, te.task, loss_mask)
     rec_obj = collect_routing(model, inputs, te.task, obj_pred)
@@ -252,12 +269,12 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
                                      rec_all.probs)
     routing_obj = rm.routing_summary(rec_obj.task, rec_obj.expert[:, 0], ds.n_tasks, n_experts,
                                      rec_obj.probs)
-    pc = rm.active_parameters(model, rec_all.expert)
+    pc = parameter_count(model.config, rec_all.expert)
     return dict(
         accuracy=acc.accuracy, train_accuracy=acc_tr.accuracy,
         accuracy_per_task=per_task.tolist(),
-        valid_mass=float(mass.mean()), valid_mass_min=float(mass.min()),
-        valid_mass_object=float(mass_obj.mean()),
+        valid_mass=float(mass[loss_mask].mean()), valid_mass_min=float(mass[loss_mask].min()),
+        valid_mass_object=float(mass[obj_pred].mean()),
         routing_all=routing_all, routing_object=routing_obj,
         params=dict(total=pc.total, active=pc.active, experts_total=pc.experts_total,
                     experts_active=pc.experts_active, active_fraction=pc.active_fraction),
@@ -268,19 +285,51 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
 # ----------------------------------------------------------------------------- one run
 def result_path(cfg: ExperimentConfig, artifacts_dir: str | Path) -> Path:
     """Where the run's JSON lives: ``<artifacts_dir>/task_routing/<key>.json``."""
+    _config(cfg)
+    if not (isinstance(artifacts_dir, (str, os.PathLike)) and os.fspath(artifacts_dir)):
+        fail("artifacts_dir", artifacts_dir, "a folder path")
     return Path(artifacts_dir) / "task_routing" / f"{cfg.key()}.json"
 
 
+#: what a cached result must hold to be used (a file lacking any of them is re-run)
+RESULT_KEYS = ("version", "key", "config", "training_key", "accuracy", "train_accuracy",
+               "valid_mass", "valid_mass_object", "routing_all", "routing_object", "params",
+               "steps", "wall_s")
+
+
+def _read_cached(cfg: ExperimentConfig, folder: str | Path) -> tuple[dict | None, str | None]:
+    """(result, None) when ``folder`` holds a usable result of ``cfg``; (None, None) when it
+    holds none (absent, or of another format version); (None, why) when the file is there but
+    corrupt, truncated or not a result of ``cfg`` -- such a file is never read as a result."""
+    p = result_path(cfg, folder)
+    if not p.exists():
+        return None, None
+    try:
+        res = json.loads(p.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"{p} is unreadable ({type(e).__name__}: {e})"
+    if not isinstance(res, dict):
+        return None, f"{p} holds a {type(res).__name__}, not a result"
+    if res.get("version") != RESULT_VERSION:
+        return None, None
+    missing = [k for k in RESULT_KEYS if k not in res]
+    if missing:
+        return None, f"{p} lacks {', '.join(missing)}"
+    if res["training_key"] != cfg.training_key() or res["key"] != cfg.key():
+        return None, f"{p} holds the result of another configuration"
+    return res, None
+
+
 def load_result(cfg: ExperimentConfig, artifacts_dir: str | Path | None) -> dict | None:
-    """The cached result of ``cfg`` (None when absent or written by another format version)."""
+    """The cached result of ``cfg`` (None when absent or written by another format version).
+
+    A corrupt or truncated file is never read: it gives None, and one warning line names it."""
+    _config(cfg)
     if artifacts_dir is None:
         return None
-    p = result_path(cfg, artifacts_dir)
-    if not p.exists():
-        return None
-    res = json.loads(p.read_text())
-    if res.get("version") != RESULT_VERSION or res.get("training_key") != cfg.training_key():
-        return None
+    res, problem = _read_cached(cfg, artifacts_dir)
+    if problem:
+        log.warning("task_routing: ignoring cached run %s", problem)
     return res
 
 
@@ -294,9 +343,12 @@ def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = Non
     """
     import torch
 
-    from ..model import MoEConfig, TrainConfig, TrainData, build_and_train
+    from ..model import MoEConfig, TrainConfig, TrainData, build_and_train, exact_match
     from ..runtime import provenance, resolve_device
 
+    _config(cfg)
+    choice("profile", profile, PROFILES)
+    progress = flag("progress", progress)
     device = resolve_device(cfg.device)          # ValueError before any work
     t0 = time.perf_counter()
     ds = experiment_dataset(cfg)
@@ -306,11 +358,18 @@ def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = Non
                      n_heads=cfg.n_heads, n_experts=cfg.n_experts, d_expert=cfg.d_expert,
                      top_k=1, gate="switch")
     tcfg = TrainConfig(objective="ce" if cfg.n_experts == 1 else cfg.objective, lr=cfg.lr,
-                       epochs=cfg.epochs, batch_size=cfg.batch_size,
+                       steps=cfg.steps, batch_size=cfg.batch_size,
                        warmup_steps=cfg.warmup_steps, lb_alpha=cfg.lb_alpha,
                        router_alpha=cfg.router_alpha, seed=cfg.seed, device=device,
                        amp=cfg.amp, progress=progress, log_every=10)
-    model, hist = build_and_train(mcfg, data, tcfg)
+    te = ds.encode_split("test")
+
+    def test_accuracy(m) -> dict:                 # read-only: training is not changed by it
+        return {"accuracy": exact_match(m, te.tokens, te.object_pos,
+                                        _object_targets(te)).accuracy}
+
+    model, hist = build_and_train(mcfg, data, tcfg, eval_fn=test_accuracy,
+                                  eval_every=max(1, cfg.steps // EVAL_QUARTERS))
     train_s = time.perf_counter() - t0
     with torch.no_grad():
         metrics = evaluate_run(model, ds, cfg.n_experts)
@@ -321,7 +380,7 @@ def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = Non
         dataset=dict(tasks=[t.name for t in ds.tasks], labels=[t.label for t in ds.tasks],
                      vocab_size=ds.vocab_size, seq_len=ds.seq_len, **ds.split_stats()),
         history=dict(step=hist.step, total=hist.total, ce=hist.ce, lb=hist.lb,
-                     router=hist.router, tokens_per_s=hist.tokens_per_s),
+                     router=hist.router, tokens_per_s=hist.tokens_per_s, evals=hist.evals),
         steps=tcfg.total_steps(len(data)), train_s=train_s,
         wall_s=time.perf_counter() - t0, provenance=provenance(profile, device).as_dict(),
         **metrics)
@@ -335,13 +394,24 @@ def grid_configs(n_tasks: Iterable[int], n_experts: Iterable[int],
                  objectives: Iterable[str] = OBJECTIVES, seeds: Iterable[int] = (0,),
                  **common) -> list[ExperimentConfig]:
     """Every combination, validated up front (a bad value fails before any training)."""
+    axes = {name: sequence(name, values, "a sequence of values (a list, even of one)")
+            for name, values in (("n_tasks", n_tasks), ("n_experts", n_experts),
+                                 ("objectives", objectives), ("seeds", seeds))}
     return [ExperimentConfig(n_tasks=k, n_experts=e, objective=o, seed=s, **common)
-            for k in n_tasks for e in n_experts for o in objectives for s in seeds]
+            for k in axes["n_tasks"] for e in axes["n_experts"] for o in axes["objectives"]
+            for s in axes["seeds"]]
+
+
+def _worker_init(threads: int) -> None:
+    """A worker process of :func:`run_grid`: the parent's torch thread count."""
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | None,
              profile: str = "smoke", progress: bool = True,
-             reuse_from: Sequence[str | Path] = ()) -> list[dict]:
+             reuse_from: Sequence[str | Path] = (), workers: int = 1) -> list[dict]:
     """Run every configuration, reusing cached results.
 
     A result is looked up in ``artifacts_dir``, then in each folder of ``reuse_from`` (e.g. the
@@ -350,45 +420,129 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     ``cached`` (True when not trained in this call) and, for one-expert runs that reuse the
     ``ce`` run, ``shared_with`` naming that key.  Configurations with the same training key are
     trained once per call even without an artifacts folder.
+
+    ``workers`` > 1 trains the missing runs in that many processes at once (``spawn``ed, each
+    with the caller's torch thread count): on a CPU with several cores a grid of small
+    single-threaded runs finishes that many times sooner.  Every run seeds itself and does not
+    depend on the others, so the results are those of a serial call.
     """
     from tqdm.auto import tqdm
 
-    configs = list(configs)
-    done: dict[str, dict] = {}
-    out = []
-    for cfg in tqdm(configs, disable=not progress, desc="runs"):
+    if isinstance(configs, ExperimentConfig):
+        fail("configs", configs, "a sequence of ExperimentConfig (a list, even of one)")
+    configs = sequence("configs", configs, "a sequence of ExperimentConfig")
+    for i, cfg in enumerate(configs):
+        if not isinstance(cfg, ExperimentConfig):
+            fail(f"configs[{i}]", type(cfg).__name__, "an ExperimentConfig")
+    choice("profile", profile, PROFILES)
+    progress = flag("progress", progress)
+    workers = integer("workers", workers, low=1)
+    if isinstance(reuse_from, os.PathLike):
+        fail("reuse_from", reuse_from, "a sequence of folders (a list, even of one)")
+    folders = ([] if artifacts_dir is None else [artifacts_dir]) + sequence(
+        "reuse_from", reuse_from, "a sequence of folders (a list, even of one)", nonempty=False)
+    done: dict[str, tuple[dict, bool]] = {}      # key -> (result, read from a cache)
+    pending: dict[str, ExperimentConfig] = {}    # key -> configuration to train
+    for cfg in configs:
         key = cfg.key()
-        if key in done:
-            res, cached = done[key], True
+        if key in done or key in pending:
+            continue
+        res, found_in, problems = None, None, []
+        for folder in folders:
+            res, problem = _read_cached(cfg, folder)
+            problems += [problem] if problem else []
+            if res is not None:
+                found_in = folder
+                break
+        if found_in is not None and artifacts_dir is not None \
+                and found_in is not artifacts_dir:
+            atomic_write_json(result_path(cfg, artifacts_dir), res)
+        if problems:
+            log.warning("task_routing: %s run %s: %s", "reusing another cached copy of"
+                        if res is not None else "re-running", key, "; ".join(problems))
+        if res is None:
+            pending[key] = cfg
         else:
-            res = load_result(cfg, artifacts_dir)
-            for folder in reuse_from:
-                if res is not None:
-                    break
-                res = load_result(cfg, folder)
-                if res is not None and artifacts_dir is not None:
-                    atomic_write_json(result_path(cfg, artifacts_dir), res)
-            cached = res is not None
-            if res is None:
-                res = run_experiment(cfg, artifacts_dir, profile=profile)
-            done[key] = res
+            done[key] = (res, True)
+    if workers > 1 and len(pending) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        import torch
+
+        with ProcessPoolExecutor(max_workers=min(workers, len(pending)),
+                                 mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_worker_init,
+                                 initargs=(torch.get_num_threads(),)) as pool:
+            futures = {key: pool.submit(run_experiment, cfg, artifacts_dir, profile)
+                       for key, cfg in pending.items()}
+            for key, fut in tqdm(futures.items(), disable=not progress, desc="runs"):
+                done[key] = (fut.result(), False)
+    else:
+        for key, cfg in tqdm(pending.items(), disable=not progress, desc="runs"):
+            done[key] = (run_experiment(cfg, artifacts_dir, profile=profile), False)
+    out, first = [], set()
+    for cfg in configs:
+        key = cfg.key()
+        res, cached = done[key]
         row = dict(res)
         row["config"] = cfg.as_dict()             # the requested objective, not the shared one
-        row["cached"] = cached
+        row["cached"] = cached or key in first    # a repeat in this call is a shared copy
+        first.add(key)
         if cfg.n_experts == 1 and cfg.objective != "ce":
             row["shared_with"] = key
         out.append(row)
     return out
 
 
+def convergence(result: dict, tail: float = 0.2) -> dict:
+    """Has a run stopped improving?  Two measurements from its ``history``.
+
+    ``ce_drop`` — the relative decrease of the logged training cross-entropy from the window
+    of steps ``[(1 − 2·tail)·S, (1 − tail)·S)`` to the last window ``[(1 − tail)·S, S]``: each
+    logged value is the loss of one batch, so a window mean averages the batch noise out; a
+    value near 0 means the loss had flattened.  ``acc_change`` — test exact match at the end
+    minus test exact match after three quarters of training (the ``evals`` of the history):
+    whether the quantity the chapter compares was still moving.  The cosine schedule lowers the
+    learning rate towards the end, so a flat tail can also mean a slow optimiser; the two
+    numbers are what the chapter's convergence rule judges, the reader sees both.  A run too
+    short to have a logged loss in both windows (or without evaluations) gets NaN for what
+    cannot be measured; the chapter's rule refuses NaN, so such a run cannot pass as converged.
+    """
+    tail = number("tail", tail, low=0.01, high=0.5)
+    if not isinstance(result, dict) or "history" not in result:
+        fail("result", type(result).__name__, "a result dict (from run_experiment / run_grid)")
+    h = result["history"]
+    steps = np.asarray(h["step"], dtype=float)                       # (n_logged,)
+    ce = np.asarray(h["ce"], dtype=float)
+    total = float(result["steps"])
+    last = steps >= (1 - tail) * total
+    prev = (steps >= (1 - 2 * tail) * total) & ~last
+    if last.any() and prev.any():
+        ce_prev, ce_last = float(ce[prev].mean()), float(ce[last].mean())
+    else:
+        ce_prev = ce_last = float("nan")
+    evals = h.get("evals") or []
+    acc = {int(e["step"]): float(e["accuracy"]) for e in evals}
+    q3 = [s for s in acc if s < total and s >= 0.7 * total]
+    acc_change = (acc[max(acc)] - acc[max(q3)]) if q3 and acc else float("nan")
+    return dict(ce_prev=ce_prev, ce_last=ce_last, ce_drop=(ce_prev - ce_last) / ce_prev,
+                acc_change=acc_change)
+
+
 def results_frame(results: Sequence[dict]):
-    """One row per run: configuration, accuracies, valid mass, routing scalars, parameters."""
+    """One row per run: configuration, accuracies, valid mass, routing scalars, parameters,
+    and the :func:`convergence` measurements (``ce_last``, ``ce_drop``, ``acc_change``)."""
     import pandas as pd
 
+    if isinstance(results, dict):
+        fail("results", type(results).__name__, "a sequence of result dicts (from run_grid)")
+    results = sequence("results", results, "a sequence of result dicts (from run_grid)")
     rows = []
     for r in results:
         c = r["config"]
         ra, ro = r["routing_all"], r["routing_object"]
+        conv = convergence(r)
         rows.append(dict(
             n_tasks=c["n_tasks"], n_experts=c["n_experts"], objective=c["objective"],
             seed=c["seed"], accuracy=r["accuracy"], train_accuracy=r["train_accuracy"],
@@ -399,5 +553,6 @@ def results_frame(results: Sequence[dict]):
             purity_object=ro["purity"], nmi_object=ro["nmi"],
             diagonal_object=ro["diagonal_accuracy"],
             active_params=r["params"]["active"], total_params=r["params"]["total"],
-            steps=r["steps"], wall_s=r["wall_s"], cached=r.get("cached", False)))
+            steps=r["steps"], wall_s=r["wall_s"], cached=r.get("cached", False),
+            **{k: v for k, v in conv.items() if k in ("ce_last", "ce_drop", "acc_change")}))
     return pd.DataFrame(rows)

@@ -6,33 +6,65 @@ and two sources of real facts in ``sources``: the WikiData5M loader and the embe
 knowledge base built from data shipped in installed packages.
 """
 
-from .dataset import OBJECT_SLOT, SUBJECT_SLOT, EncodedSplit, KnowledgeDataset
+import os
+import warnings
+
+from ..validation import choice, fail, integer
+from .dataset import (OBJECT_SLOT, SUBJECT_SLOT, EncodedSplit, KnowledgeDataset,
+                      split_arguments)
 from .task import KnowledgeTask, functional_dictionary
 from .templates import OBJECT, SUBJECT, Template
 from .tokenizer import Tokenizer
-from .trie import PrefixTrie, valid_next_mass
+from .trie import PrefixTrie
 
 __all__ = ["Template", "SUBJECT", "OBJECT", "KnowledgeTask", "functional_dictionary",
            "KnowledgeDataset", "EncodedSplit", "SUBJECT_SLOT", "OBJECT_SLOT", "Tokenizer",
-           "PrefixTrie", "valid_next_mass"]
+           "PrefixTrie", "build_dataset"]
+
+#: how many skipped entity ids a warning shows (the dataset's ``skipped_entities`` has all)
+SHOWN_SKIPPED = 10
 
 
 def build_dataset(wikidata5m_path=None, *, n_relations: int | None = 50, n_pairs: int = 200,
                   n_templates: int = 5, seed: int = 0, test_fraction: float = 0.2,
-                  split_unit: str = "sentence") -> KnowledgeDataset:
+                  split_unit: str = "sentence", on_missing_alias: str = "error"
+                  ) -> KnowledgeDataset:
     """The paper-shaped dataset: from WikiData5M files when ``wikidata5m_path`` is given, else
-    from the embedded knowledge base of real facts.  One seed drives sampling and split."""
-    if wikidata5m_path:
+    from the embedded knowledge base of real facts.  One seed drives sampling and split.
+
+    on_missing_alias : WikiData5M only -- ``"error"`` (default) refuses a sampled entity without
+        an alias; ``"skip"`` drops its pairs, warns naming the skipped entity ids and records
+        them all in the dataset's ``skipped_entities``.
+
+    Every argument is checked before any file is read.
+    """
+    if wikidata5m_path is not None and not (isinstance(wikidata5m_path, (str, os.PathLike))
+                                            and os.fspath(wikidata5m_path)):
+        fail("wikidata5m_path", wikidata5m_path,
+             "None (the embedded knowledge base) or the path of a WikiData5M directory")
+    seed, test_fraction, split_unit = split_arguments(seed, test_fraction, split_unit)
+    choice("on_missing_alias", on_missing_alias, ("error", "skip"))
+    n_relations = None if n_relations is None else integer("n_relations", n_relations, low=1)
+    n_pairs = integer("n_pairs", n_pairs, low=1)
+    n_templates = integer("n_templates", n_templates, low=1, high=5)
+    skipped: list[str] = []
+    if wikidata5m_path is not None:
         from .sources.wikidata5m import load_wikidata5m
 
-        tasks = load_wikidata5m(wikidata5m_path, n_relations=n_relations or 50, n_pairs=n_pairs,
-                                n_templates=n_templates, seed=seed).tasks
+        load = load_wikidata5m(wikidata5m_path, n_relations=n_relations or 50, n_pairs=n_pairs,
+                               n_templates=n_templates, seed=seed,
+                               on_missing_alias=on_missing_alias)
+        tasks, skipped = load.tasks, load.skipped_entities
+        if skipped:
+            shown = ", ".join(skipped[:SHOWN_SKIPPED])
+            more = f", … ({len(skipped)} in all)" if len(skipped) > SHOWN_SKIPPED else ""
+            warnings.warn(f"WikiData5M: skipped {len(skipped)} sampled entities without an "
+                          f"alias (on_missing_alias='skip'): {shown}{more}; "
+                          f"dataset.skipped_entities lists them", stacklevel=2)
     else:
         from .sources.embedded import embedded_tasks
 
         tasks = embedded_tasks(n_relations=n_relations, n_pairs=n_pairs, seed=seed,
                                n_templates=n_templates)
-    return KnowledgeDataset(tasks, seed=seed, test_fraction=test_fraction, split_unit=split_unit)
-
-
-__all__.append("build_dataset")
+    return KnowledgeDataset(tasks, seed=seed, test_fraction=test_fraction,
+                            split_unit=split_unit, skipped_entities=skipped)

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..validation import choice, fail, integer, probability, require
+from .arguments import sequence
 from .task import KnowledgeTask
 from .templates import OBJECT, SUBJECT
 from .tokenizer import Tokenizer
@@ -37,6 +40,17 @@ from .trie import PrefixTrie
 SUBJECT_SLOT, OBJECT_SLOT = -1, -2
 SPLITS = ("train", "test", "all")
 SPLIT_UNITS = ("sentence", "fact")
+
+if TYPE_CHECKING:
+    import torch
+
+
+def split_arguments(seed, test_fraction, split_unit) -> tuple[int, float, str]:
+    """The checked train/test split arguments ``(seed ≥ 0, test_fraction ∈ (0, 1), split_unit)``,
+    as plain Python values (NumPy scalars accepted).  Called by :class:`KnowledgeDataset` and,
+    before a long load, by ``build_dataset``."""
+    return (integer("seed", seed, low=0), probability("test_fraction", test_fraction),
+            choice("split_unit", split_unit, SPLIT_UNITS))
 
 
 @dataclass(frozen=True)
@@ -83,7 +97,7 @@ class EncodedSplit:
     def targets_masked(self, ignore_index: int = -100):
         """(M, n−1) next tokens with ``ignore_index`` where nothing is predicted (padding and
         after EOS): the form ``torch.nn.functional.cross_entropy`` expects."""
-        return self.targets.masked_fill(~self.loss_mask, ignore_index)
+        return self.targets.masked_fill(~self.loss_mask, integer("ignore_index", ignore_index))
 
     @property
     def loss_mask(self):
@@ -100,9 +114,11 @@ class KnowledgeDataset:
     Parameters
     ----------
     tasks : sequence of KnowledgeTask, names unique
-    seed : int            seed of the train/test split
+    seed : int ≥ 0        seed of the train/test split
     test_fraction : float in (0, 1)
     split_unit : "sentence" (default) or "fact"
+    skipped_entities : ids of entities the source dropped (e.g. WikiData5M entities without an
+                       alias, ``on_missing_alias="skip"``): kept so that a report can name them
 
     Attributes (NumPy, all sentences; M sentences, n = L + 2, G templates, P prefixes)
     ----------
@@ -117,20 +133,23 @@ class KnowledgeDataset:
     """
 
     def __init__(self, tasks: Sequence[KnowledgeTask], *, seed: int = 0,
-                 test_fraction: float = 0.2, split_unit: str = "sentence"):
-        tasks = list(tasks)
-        if not tasks:
-            raise ValueError("a dataset needs at least one task")
+                 test_fraction: float = 0.2, split_unit: str = "sentence",
+                 skipped_entities: Sequence[str] = ()):
+        if isinstance(tasks, KnowledgeTask):
+            fail("tasks", tasks, "a sequence of KnowledgeTask (a list, even of one)")
+        tasks = sequence("tasks", tasks, "a sequence of KnowledgeTask")
+        for i, t in enumerate(tasks):
+            if not isinstance(t, KnowledgeTask):
+                fail(f"tasks[{i}]", type(t).__name__, "a KnowledgeTask")
         names = [t.name for t in tasks]
-        if len(set(names)) != len(names):
-            dup = sorted({n for n in names if names.count(n) > 1})
-            raise ValueError(f"task names must be unique; repeated: {dup}")
-        if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"test_fraction={test_fraction} outside the accepted range (0, 1)")
-        if split_unit not in SPLIT_UNITS:
-            raise ValueError(f"split_unit={split_unit!r}; accepted: {', '.join(SPLIT_UNITS)}")
+        dup = sorted({n for n in names if names.count(n) > 1})
+        require(not dup, "task names", dup, "unique names (these are repeated)")
+        self.seed, self.test_fraction, self.split_unit = split_arguments(seed, test_fraction,
+                                                                         split_unit)
+        self.skipped_entities: tuple[str, ...] = tuple(
+            str(e) for e in sequence("skipped_entities", skipped_entities,
+                                     "a sequence of entity ids", nonempty=False))
         self.tasks: list[KnowledgeTask] = tasks
-        self.seed, self.test_fraction, self.split_unit = int(seed), float(test_fraction), split_unit
 
         words = {w for t in tasks for tp in t.templates for w in tp.words}
         ents = {e for t in tasks for kv in t.dictionary.items() for e in kv}
@@ -150,8 +169,7 @@ class KnowledgeDataset:
 
         self._build_sentences()
         self._build_split()
-        self.trie = PrefixTrie(self.seqs, self.lengths, self.task, self.template, len(tok),
-                               len(tasks), len(self.template_task))
+        self.trie = PrefixTrie(self.seqs, self.lengths, self.task, self.template, len(tok))
         self.prefix_node = self.trie.node_of
 
     # ---- construction helpers ---------------------------------------------------------
@@ -168,7 +186,7 @@ class KnowledgeDataset:
         cols = {k: np.zeros(M, dtype=np.int64) for k in
                 ("lengths", "task", "template", "pair", "subject_pos", "object_pos")}
         row, g = 0, 0
-        for k, t in enumerate(self.tasks):
+        for k, _task in enumerate(self.tasks):
             d = self._dict_ids[k]
             N = len(d)
             for tids in self._template_ids[k]:
@@ -235,18 +253,13 @@ class KnowledgeDataset:
 
     def _k(self, k) -> int:
         if isinstance(k, str):
-            for i, t in enumerate(self.tasks):
-                if t.name == k:
-                    return i
-            raise ValueError(f"no task named {k!r}; tasks: {[t.name for t in self.tasks]}")
-        if not 0 <= int(k) < self.n_tasks:
-            raise ValueError(f"task index {k} outside [0, {self.n_tasks})")
-        return int(k)
+            names = [t.name for t in self.tasks]
+            return names.index(choice("task", k, names))
+        return integer("task", k, low=0, high=self.n_tasks - 1)
 
     # ---- sentences -------------------------------------------------------------------
     def split_indices(self, split: str) -> np.ndarray:
-        if split not in SPLITS:
-            raise ValueError(f"split={split!r}; accepted: {', '.join(SPLITS)}")
+        choice("split", split, SPLITS)
         if split == "all":
             return np.arange(self.n_sentences)
         return np.nonzero(self.is_test if split == "test" else ~self.is_test)[0]
@@ -386,8 +399,10 @@ class KnowledgeDataset:
 
     def subset(self, tasks) -> "KnowledgeDataset":
         """A dataset of some tasks (names or indices), same seed and split rule."""
+        tasks = sequence("tasks", tasks, "task names or indices")
         return KnowledgeDataset([self.tasks[self._k(k)] for k in tasks], seed=self.seed,
-                                test_fraction=self.test_fraction, split_unit=self.split_unit)
+                                test_fraction=self.test_fraction, split_unit=self.split_unit,
+                                skipped_entities=self.skipped_entities)
 
     def __repr__(self) -> str:
         return (f"KnowledgeDataset({self.n_tasks} tasks, {self.n_sentences} sentences, "

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..validation import fail, integer, require
+from .arguments import sequence
 from .templates import Template
 from .tokenizer import check_entity_name
 
@@ -22,13 +24,17 @@ def functional_dictionary(pairs: Iterable[tuple[str, str]], name: str = "") -> d
 
     Repeating an identical pair is allowed (it is the same fact).
     """
+    where = f"dictionary of {name}" if name else "dictionary"
+    pairs = sequence(where, pairs, "(subject, object) pairs of entity names", nonempty=False)
     out: dict[str, str] = {}
-    for a, b in pairs:
+    for i, pair in enumerate(pairs):
+        require(isinstance(pair, (tuple, list)) and len(pair) == 2, f"{where}[{i}]", pair,
+                "a (subject, object) pair")
+        a, b = pair
         check_entity_name(a)
         check_entity_name(b)
-        if out.setdefault(a, b) != b:
-            raise ValueError(f"dictionary{' of ' + name if name else ''} is not functional: subject "
-                             f"{a!r} has two objects {out[a]!r} and {b!r}")
+        require(out.setdefault(a, b) == b, f"{where}[{a!r}]", (out[a], b),
+                "one object per subject (a functional dictionary)")
     return out
 
 
@@ -50,21 +56,27 @@ class KnowledgeTask:
     meta: Mapping = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
-        if not self.name:
-            raise ValueError("a task needs a non-empty name")
-        tpls = tuple(t if isinstance(t, Template) else Template.parse(t) for t in self.templates)
-        if not tpls:
-            raise ValueError(f"task {self.name!r} has no templates (needs at least 1)")
-        if len(set(tpls)) != len(tpls):
-            raise ValueError(f"task {self.name!r} lists a template twice")
+        require(isinstance(self.name, str) and bool(self.name.strip()), "KnowledgeTask.name",
+                self.name, "a non-empty string")
+        for field_name in ("label", "description"):
+            require(isinstance(getattr(self, field_name), str), f"KnowledgeTask.{field_name}",
+                    getattr(self, field_name), "a string")
+        require(self.property_id is None or (isinstance(self.property_id, str)
+                                             and bool(self.property_id)),
+                "KnowledgeTask.property_id", self.property_id,
+                "None or a Wikidata property id such as 'P36'")
+        require(isinstance(self.meta, Mapping), "KnowledgeTask.meta", self.meta, "a mapping")
+        if isinstance(self.templates, Template):
+            fail("KnowledgeTask.templates", self.templates, "a sequence of templates")
+        tpls = tuple(t if isinstance(t, Template) else Template.parse(t) for t in sequence(
+            "KnowledgeTask.templates", self.templates,
+            "a sequence of Template objects or template strings"))
+        require(len(set(tpls)) == len(tpls), "KnowledgeTask.templates",
+                [t.text for t in tpls], "distinct templates (one is listed twice)")
         object.__setattr__(self, "templates", tpls)
         d = self.dictionary
-        if not isinstance(d, Mapping):
-            d = functional_dictionary(d, self.name)
-        else:
-            d = functional_dictionary(d.items(), self.name)
-        if not d:
-            raise ValueError(f"task {self.name!r} has an empty dictionary (needs at least 1 pair)")
+        d = functional_dictionary(d.items() if isinstance(d, Mapping) else d, self.name)
+        require(len(d) > 0, "KnowledgeTask.dictionary", d, "at least one (subject, object) pair")
         object.__setattr__(self, "dictionary", d)
 
     @property
@@ -89,11 +101,9 @@ class KnowledgeTask:
     def complexity_bound(self, L: int | None = None, N: int | None = None) -> int:
         """L·|T(k)| + N; by default L is this task's longest template and N = |Δ_k| (the
         tightest form).  Pass the dataset's L and N for the paper's uniform bound."""
-        L = self.max_template_length if L is None else L
-        N = self.n_pairs if N is None else N
-        if L < self.max_template_length or N < self.n_pairs:
-            raise ValueError(f"L={L} and N={N} must be at least the task's own "
-                             f"{self.max_template_length} and {self.n_pairs}")
+        L = self.max_template_length if L is None else integer(
+            "L", L, low=self.max_template_length)
+        N = self.n_pairs if N is None else integer("N", N, low=self.n_pairs)
         return L * self.n_templates + N
 
     def sentences(self) -> list[tuple[str, ...]]:

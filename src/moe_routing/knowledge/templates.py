@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..validation import fail, require
+
 SUBJECT = "⋆1"
 OBJECT = "⋆2"
 WILDCARDS = (SUBJECT, OBJECT)
@@ -30,9 +32,10 @@ WILDCARD_SPELLINGS = {"⋆1": SUBJECT, "*1": SUBJECT, "{s}": SUBJECT,
 
 # Words keep inner apostrophes/hyphens; any other non-space, non-quote character is a token of
 # its own.  The double quote is reserved: the tokenizer quotes entity names with it.
-_WORD = r"['’]s(?![^\W_])|[^\W_]+(?:['’\-][^\W_]+)*|_+"
-_WORD_RE = re.compile(rf"{_WORD}|[^\w\s\"]")
-_TEMPLATE_RE = re.compile(r"⋆[12]|\*[12]|\{s\}|\{o\}|" + rf"{_WORD}|[^\w\s\"]|\"")
+#: a syntactic word (shared with the tokenizer, which must split text the same way)
+WORD_PATTERN = r"['’]s(?![^\W_])|[^\W_]+(?:['’\-][^\W_]+)*|_+"
+_WORD_RE = re.compile(rf"{WORD_PATTERN}|[^\w\s\"]")
+_TEMPLATE_RE = re.compile(r"⋆[12]|\*[12]|\{s\}|\{o\}|" + rf"{WORD_PATTERN}|[^\w\s\"]|\"")
 
 #: punctuation that attaches to the token before it when a sentence is rendered as text
 NO_SPACE_BEFORE = frozenset(".,;:!?)]}%") | {"'s", "’s"}
@@ -42,9 +45,8 @@ NO_SPACE_AFTER = frozenset("([{")
 
 def split_words(text: str) -> list[str]:
     """Syntactic tokens of ``text`` (no wildcards, no quotes): words and punctuation marks."""
-    if '"' in text:
-        raise ValueError(f"syntactic text may not contain a double quote (reserved for entity "
-                         f"names): {text!r}")
+    require(isinstance(text, str) and '"' not in text, "text", text,
+            "a string without double quotes (they are reserved for entity names)")
     return _WORD_RE.findall(text)
 
 
@@ -58,27 +60,28 @@ class Template:
     tokens: tuple[str, ...]
 
     def __post_init__(self):
-        toks = self.tokens
+        if isinstance(self.tokens, str) or not isinstance(self.tokens, (tuple, list)):
+            fail("Template.tokens", self.tokens,
+                 "a tuple of token strings (use Template.parse for a text)")
+        toks = tuple(self.tokens)
+        object.__setattr__(self, "tokens", toks)
+        for i, t in enumerate(toks):
+            require(isinstance(t, str) and (t in WILDCARDS or (
+                bool(t) and '"' not in t and not any(c.isspace() for c in t))),
+                f"Template.tokens[{i}]", t,
+                "a non-empty string without spaces or double quotes, or a wildcard ⋆1/⋆2")
         n1, n2 = toks.count(SUBJECT), toks.count(OBJECT)
-        if n1 != 1 or n2 != 1:
-            raise ValueError(f"a template needs each wildcard exactly once (⋆1 subject, ⋆2 object); "
-                             f"got ⋆1×{n1}, ⋆2×{n2} in {self.text!r}")
-        if toks.index(SUBJECT) > toks.index(OBJECT):
-            raise ValueError(f"⋆1 (subject) must come before ⋆2 (object): {self.text!r}")
-        for t in toks:
-            if t not in WILDCARDS and (not t or '"' in t or any(c.isspace() for c in t)):
-                raise ValueError(f"bad syntactic token {t!r} in template {self.text!r}: tokens are "
-                                 f"non-empty, without spaces or double quotes")
+        require(n1 == 1 and n2 == 1, "Template.tokens", render(toks),
+                f"each wildcard exactly once (⋆1 subject, ⋆2 object); got ⋆1×{n1}, ⋆2×{n2}")
+        require(toks.index(SUBJECT) < toks.index(OBJECT), "Template.tokens", render(toks),
+                "⋆1 (subject) must come before ⋆2 (object)")
 
     @classmethod
     def parse(cls, text: str) -> "Template":
         """Parse ``text`` such as ``"⋆1 is spoken widely in ⋆2."`` (or ``*1``/``{s}`` spellings)."""
-        if not isinstance(text, str):
-            raise ValueError(f"template text must be a string, got {type(text).__name__}")
+        require(isinstance(text, str) and '"' not in text, "text", text,
+                "a template string without double quotes (they are reserved for entity names)")
         raw = _TEMPLATE_RE.findall(text)
-        if '"' in raw:
-            raise ValueError(f"template text may not contain a double quote (reserved for entity "
-                             f"names): {text!r}")
         return cls(tuple(WILDCARD_SPELLINGS.get(t, t) for t in raw))
 
     @property
@@ -104,6 +107,9 @@ class Template:
 
     def fill(self, subject: str, obj: str) -> tuple[str, ...]:
         """τ[a, b] as a token tuple (entity names stay single tokens)."""
+        require(isinstance(subject, str) and bool(subject), "subject", subject,
+                "a non-empty entity name")
+        require(isinstance(obj, str) and bool(obj), "obj", obj, "a non-empty entity name")
         return tuple(subject if t == SUBJECT else obj if t == OBJECT else t for t in self.tokens)
 
     def __str__(self) -> str:
@@ -116,6 +122,9 @@ def render(tokens, quote=None) -> str:
     ``quote`` is a per-token boolean sequence; quoted tokens (entity names) are wrapped in
     double quotes and never treated as punctuation.
     """
+    tokens = list(tokens)
+    require(quote is None or len(quote) == len(tokens), "quote", quote,
+            f"None or one flag per token ({len(tokens)})")
     out: list[str] = []
     prev_attaches = True  # no space before the first token
     prev_slot = False     # previous token is an entity name or a wildcard

@@ -28,24 +28,23 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .templates import _WORD, render
+from ..validation import fail, integer, require
+from .arguments import sequence
+from .templates import WORD_PATTERN, render
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIALS = (PAD, BOS, EOS)
 
-_TEXT_RE = re.compile(rf'"([^"]*)"|({_WORD}|[^\w\s"])|(")')
+_TEXT_RE = re.compile(rf'"([^"]*)"|({WORD_PATTERN}|[^\w\s"])|(")')
 
 
 def check_entity_name(name: str) -> str:
     """An entity name is non-empty, has no double quote, no line break or tab, and no
     leading/trailing whitespace (so that its quoted text form parses back to itself)."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"entity name must be a non-empty string, got {name!r}")
-    if '"' in name or "\n" in name or "\r" in name or "\t" in name:
-        raise ValueError(f"entity name {name!r} contains a double quote, tab or line break; "
-                         f"accepted: any other characters")
-    if name != name.strip():
-        raise ValueError(f"entity name {name!r} has leading or trailing whitespace")
+    require(isinstance(name, str) and bool(name) and not any(c in name for c in '"\n\r\t')
+            and name == name.strip(), "entity name", name,
+            "a non-empty string without double quotes, tabs, line breaks or leading/trailing "
+            "whitespace")
     return name
 
 
@@ -63,11 +62,15 @@ class Tokenizer:
     pad_id, bos_id, eos_id = 0, 1, 2
 
     def __init__(self, words: Iterable[str], entities: Iterable[str]):
+        words = sequence("words", words, "an iterable of strings", nonempty=False)
+        entities = sequence("entities", entities, "an iterable of strings", nonempty=False)
+        for w in words:
+            require(isinstance(w, str) and bool(w) and '"' not in w
+                    and not any(c.isspace() for c in w) and w not in SPECIALS,
+                    "syntactic token", w, "a non-empty string without spaces or double quotes, "
+                    f"other than {', '.join(SPECIALS)}")
         words = sorted(set(words))
         entities = sorted({check_entity_name(e) for e in entities})
-        for w in words:
-            if not w or '"' in w or any(c.isspace() for c in w) or w in SPECIALS:
-                raise ValueError(f"bad syntactic token {w!r}")
         self.n_special = len(SPECIALS)
         self.n_syntactic = len(words)
         self.n_entity = len(entities)
@@ -88,27 +91,27 @@ class Tokenizer:
         return len(self.vocab)
 
     def word_id(self, word: str) -> int:
-        try:
-            return self._word_id[word]
-        except KeyError:
-            raise ValueError(f"unknown syntactic token {word!r} (not in any template)") from None
+        require(isinstance(word, str) and word in self._word_id, "word", word,
+                "a syntactic token of some template")
+        return self._word_id[word]
 
     def entity_id(self, name: str) -> int:
-        try:
-            return self._entity_id[name]
-        except KeyError:
-            raise ValueError(f"unknown entity {name!r} (not in any dictionary)") from None
+        require(isinstance(name, str) and name in self._entity_id, "entity", name,
+                "an entity of some dictionary")
+        return self._entity_id[name]
 
     def is_entity_id(self, i: int) -> bool:
-        return bool(self.is_entity[i])
+        return bool(self.is_entity[integer("i", i, low=0, high=len(self.vocab) - 1)])
 
     def encode(self, text: str, add_special: bool = False) -> list[int]:
         """Text -> ids.  Quoted spans are entity names, everything else syntactic tokens."""
+        require(isinstance(text, str), "text", text, "a string")
         ids: list[int] = [self.bos_id] if add_special else []
         for m in _TEXT_RE.finditer(text):
             ent, word, stray = m.groups()
             if stray is not None:
-                raise ValueError(f"unbalanced double quote at character {m.start()} of {text!r}")
+                fail("text", text, f"balanced double quotes (a stray one at character "
+                                   f"{m.start()})")
             ids.append(self.entity_id(ent) if ent is not None else self.word_id(word))
         if add_special:
             ids.append(self.eos_id)
@@ -117,10 +120,14 @@ class Tokenizer:
     def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
         """Ids -> text (entity names quoted).  PAD/BOS/EOS are dropped unless ``skip_special`` is
         False, in which case they are written as ``<pad>``/``<bos>``/``<eos>`` (not re-encodable)."""
-        ids = [int(i) for i in ids]
-        for i in ids:
-            if not 0 <= i < len(self.vocab):
-                raise ValueError(f"token id {i} out of range [0, {len(self.vocab)})")
+        require(not isinstance(ids, (str, bytes)), "ids", ids, "a sequence of token ids")
+        arr = np.asarray(ids.detach().cpu() if hasattr(ids, "detach") else ids)
+        require(arr.ndim == 1 and (arr.size == 0 or (arr.dtype != np.bool_ and np.issubdtype(
+            arr.dtype, np.integer))), "ids", ids, "a flat sequence of integer token ids")
+        bad = np.flatnonzero((arr < 0) | (arr >= len(self.vocab)))
+        if len(bad):
+            fail(f"ids[{bad[0]}]", int(arr[bad[0]]), f"a token id in 0..{len(self.vocab) - 1}")
+        ids = arr.tolist()
         if skip_special:
             ids = [i for i in ids if i >= self.n_special]
         return render([self.vocab[i] for i in ids], quote=[bool(self.is_entity[i]) for i in ids])
@@ -128,5 +135,6 @@ class Tokenizer:
     def encode_tokens(self, tokens: Sequence[str], entity_positions: Iterable[int]) -> list[int]:
         """A token tuple (e.g. ``Template.fill``'s output) -> ids; ``entity_positions`` says which
         tokens are entity names."""
-        ent = set(entity_positions)
+        require(not isinstance(tokens, str), "tokens", tokens, "a sequence of token strings")
+        ent = {integer("entity_positions", i, low=0) for i in entity_positions}
         return [self.entity_id(t) if i in ent else self.word_id(t) for i, t in enumerate(tokens)]

@@ -1,14 +1,24 @@
 """The dynamic half of paper B: landscape transfer (Theorem 5.17) and symmetry breaking
 (Proposition 6.3).
 
+* :mod:`.common` — what both teacher–student models share: affine features x̃ = (x, 1) and the
+  fixed scrambled-Sobol normal sample (common random numbers);
 * :mod:`.teacher_student` — the teacher–student model (K = 2 regions in d = 2, affine experts,
   fixed-scale linear router), soft/hard risks, closed-form expert refits;
 * :mod:`.shape_derivative` — the boundary-integral gradient of the hard risk;
 * :mod:`.hessian` — gradients and Hessians (autograd for soft, shape derivative for hard);
 * :mod:`.critical_points` — the search for minima *and* saddles, and their classification;
+* :mod:`.recovery` — the global minimiser against the teacher, per τ (Theorem 5.17's first
+  conclusion);
+* :mod:`.saddles` — the non-teacher critical points at small τ: strict saddles, or inherited
+  from a spurious minimum of the hard objective (Theorem 5.17's second conclusion);
+* :mod:`.first_order` — the soft minimiser near the teacher to first order in τ: an expert bias
+  set by the boundary mass, a curvature set by the specialisation gap (our derivation);
 * :mod:`.multi_region` — the same question beyond two regions: K ≥ 2 regions of R^d, linear
   softmax router in a chart without shift and scale redundancy, profiled soft objective on a
   fixed quasi-Monte Carlo sample;
 * :mod:`.multi_critical` — the critical-point search for that model;
 * :mod:`.symmetry` — the two-expert Gaussian model, the operator M and the gradient flow.
+
+Arguments are checked with :mod:`moe_routing.validation` (one idiom for the whole library).
 """

@@ -10,6 +10,10 @@ them. The search therefore works on the gradient itself, from many starting rout
 Points that do not converge (``½|∇L̄|²`` also has non-critical stationary points) are dropped;
 the rest are deduplicated in the canonical chart (``α ∈ [0, π)``, since ``(α, b) ≡ (α+π, −b)``)
 and classified by the eigenvalues of the Hessian.
+
+The derivative oracles ``fn`` are checked on every call (finite values of the stated shapes), so
+a NaN from an oracle stops the search with a ValueError instead of flowing into a "critical
+point".
 """
 
 from __future__ import annotations
@@ -19,9 +23,22 @@ from typing import Callable
 
 import numpy as np
 
-from .teacher_student import TeacherStudentConfig, wrap_phi
+from .. import validation as check
+from .teacher_student import TeacherStudentConfig, routers, wrap_phi
 
 GradHess = Callable[[np.ndarray], tuple]    # phi (S,2) -> (value (S,), grad (S,2), hess (S,2,2))
+
+
+def _oracle(fn, phi: np.ndarray, order: int) -> tuple:
+    """Call a derivative oracle and check its answer: values (S,), gradients (S, 2) and, for
+    ``order`` 2, Hessians (S, 2, 2), all finite."""
+    out = fn(phi)
+    S = len(phi)
+    v = check.finite_array("fn(phi)[0]", out[0], shape=(S,))
+    g = check.finite_array("fn(phi)[1]", out[1], shape=(S, 2))
+    if order == 1:
+        return v, g
+    return v, g, check.finite_array("fn(phi)[2]", out[2], shape=(S, 2, 2))
 
 
 @dataclass
@@ -44,7 +61,8 @@ class CriticalPoint:
 
 def chart_distance(p, q) -> float:
     """Distance between two routers in the chart, respecting α-periodicity and (α+π, −b)."""
-    p, q = wrap_phi(p), wrap_phi(q)
+    p = wrap_phi(check.finite_array("p", p, shape=(2,)))
+    q = wrap_phi(check.finite_array("q", q, shape=(2,)))
     cands = [q, np.array([q[0] + np.pi, -q[1]]), np.array([q[0] - np.pi, -q[1]])]
     return float(min(np.linalg.norm(p - c) for c in cands))
 
@@ -53,19 +71,24 @@ def newton_search(fn: GradHess, starts: np.ndarray, *, descent_steps: int = 10, 
                   newton_steps: int = 25, step_cap: float = 0.2, tol: float = 1e-7,
                   b_max: float = 2.8):
     """Run the two-phase search from every start at once; returns (phi (S,2), converged (S,))."""
-    phi = np.array(starts, dtype=float).reshape(-1, 2)
-    if not np.all(np.isfinite(phi)):
-        raise ValueError("starting routers must be finite")
+    check.function("fn", fn)
+    phi = routers(starts, name="starts")
+    descent_steps = check.integer("descent_steps", descent_steps, low=0)
+    descent_lr = check.positive("descent_lr", descent_lr)
+    newton_steps = check.integer("newton_steps", newton_steps, low=0)
+    step_cap = check.positive("step_cap", step_cap)
+    tol = check.positive("tol", tol)
+    b_max = check.positive("b_max", b_max)
     alive = np.ones(len(phi), dtype=bool)
-    for _ in range(int(descent_steps)):
-        _, g, H = fn(phi)
+    for _ in range(descent_steps):
+        _, g, H = _oracle(fn, phi, 2)
         d = np.einsum("sij,sj->si", H, g)                               # ∇(½|g|²)
         nrm = np.linalg.norm(d, axis=1, keepdims=True)
         step = -descent_lr * d / np.maximum(nrm, 1e-300) * np.minimum(nrm, step_cap)
         phi = np.where(alive[:, None], phi + step, phi)
         alive &= np.abs(phi[:, 1]) < b_max
-    for _ in range(int(newton_steps)):
-        _, g, H = fn(phi)
+    for _ in range(newton_steps):
+        _, g, H = _oracle(fn, phi, 2)
         step = -np.stack([np.linalg.lstsq(H[s], g[s], rcond=1e-10)[0] for s in range(len(phi))])
         nrm = np.linalg.norm(step, axis=1, keepdims=True)
         step = step * np.minimum(1.0, step_cap / np.maximum(nrm, 1e-300))
@@ -74,13 +97,21 @@ def newton_search(fn: GradHess, starts: np.ndarray, *, descent_steps: int = 10, 
             break
         phi = np.where((alive & ~done)[:, None], phi + step, phi)
         alive &= np.abs(phi[:, 1]) < b_max
-    _, g, _ = fn(phi)
+    _, g, _ = _oracle(fn, phi, 2)
     return phi, alive & (np.linalg.norm(g, axis=1) < tol)
 
 
 def collect(fn: GradHess, phis: np.ndarray, ok: np.ndarray, cfg: TeacherStudentConfig,
             teacher_radius: float = 0.15, merge: float = 1e-3) -> list[CriticalPoint]:
     """Deduplicate converged points and classify them; sorted by objective value."""
+    check.function("fn", fn)
+    phis = routers(phis, name="phis")
+    ok = np.asarray(ok)
+    check.require(ok.dtype == np.bool_ and ok.shape == (len(phis),), "ok", ok,
+                  f"a boolean array of shape ({len(phis)},) (one flag per router)")
+    check.instance("cfg", cfg, TeacherStudentConfig, "a TeacherStudentConfig")
+    teacher_radius = check.positive("teacher_radius", teacher_radius)
+    merge = check.positive("merge", merge)
     pts: list[np.ndarray] = []
     for p in phis[ok]:
         p = wrap_phi(p)
@@ -88,7 +119,7 @@ def collect(fn: GradHess, phis: np.ndarray, ok: np.ndarray, cfg: TeacherStudentC
             pts.append(p)
     if not pts:
         return []
-    v, g, H = fn(np.array(pts))
+    v, g, H = _oracle(fn, np.array(pts), 2)
     teacher = cfg.teacher_equivalents()
     out = []
     for i, p in enumerate(pts):
@@ -100,9 +131,11 @@ def collect(fn: GradHess, phis: np.ndarray, ok: np.ndarray, cfg: TeacherStudentC
 
 def dedupe(phis: np.ndarray, radius: float = 2e-3) -> np.ndarray:
     """Drop routers within ``radius`` (chart distance) of an earlier one: descent sends many
-    starts into the same basin, and refining each copy by Newton would repeat the same work."""
+    starts into the same basin, and refining each copy by Newton would repeat the same work.
+    An empty batch (S = 0) gives an empty batch."""
+    radius = check.positive("radius", radius)
     kept: list[np.ndarray] = []
-    for p in np.asarray(phis, dtype=float).reshape(-1, 2):
+    for p in routers(phis, name="phis", allow_empty=True):
         if all(chart_distance(p, q) > radius for q in kept):
             kept.append(p)
     return np.array(kept)
@@ -110,10 +143,11 @@ def dedupe(phis: np.ndarray, radius: float = 2e-3) -> np.ndarray:
 
 def start_grid(n_alpha: int, n_b: int, b_range: float = 1.5) -> np.ndarray:
     """A grid of starting routers over ``α ∈ [0, π)``, ``b ∈ [−b_range, b_range]``: (n_α·n_b, 2)."""
-    if n_alpha < 1 or n_b < 1:
-        raise ValueError(f"need n_alpha, n_b >= 1; got {n_alpha}, {n_b}")
-    A = np.linspace(0, np.pi, int(n_alpha) + 1)[:-1]
-    B = np.linspace(-b_range, b_range, int(n_b))
+    n_alpha = check.integer("n_alpha", n_alpha, low=1)
+    n_b = check.integer("n_b", n_b, low=1)
+    b_range = check.number("b_range", b_range, low=0)
+    A = np.linspace(0, np.pi, n_alpha + 1)[:-1]
+    B = np.linspace(-b_range, b_range, n_b)
     return np.array([[a, b] for a in A for b in B])
 
 
@@ -126,10 +160,15 @@ def descend(fn_grad: Callable[[np.ndarray], tuple], starts: np.ndarray, *, steps
     interface), so plain Newton overshoots there; descent brings every start inside its basin's
     layer, where Newton then converges quadratically. ``fn_grad(phi) -> (value, grad)``.
     """
-    phi = np.array(starts, dtype=float).reshape(-1, 2)
-    lrs = np.geomspace(lr_start, lr_end, int(steps))
+    check.function("fn_grad", fn_grad)
+    phi = routers(starts, name="starts")
+    steps = check.integer("steps", steps, low=1)
+    lr_start = check.positive("lr_start", lr_start)
+    lr_end = check.positive("lr_end", lr_end)
+    b_max = check.positive("b_max", b_max)
+    lrs = np.geomspace(lr_start, lr_end, steps)
     for lr in lrs:
-        _, g = fn_grad(phi)
+        _, g = _oracle(fn_grad, phi, 1)
         nrm = np.linalg.norm(g, axis=1, keepdims=True)
         phi = phi - lr * g / np.maximum(nrm, 1e-300)
         phi[:, 1] = np.clip(phi[:, 1], -b_max, b_max)
@@ -153,6 +192,9 @@ def hard_critical_points(cfg: TeacherStudentConfig, starts: np.ndarray) -> list[
     finite-difference Hessian), excluding the teacher partition where ``L̄_0`` has a kink."""
     from .hessian import profiled_hard_grad_hess
 
+    check.instance("cfg", cfg, TeacherStudentConfig, "a TeacherStudentConfig")
+    starts = routers(starts, name="starts")
+
     def fn(p):
         return profiled_hard_grad_hess(cfg, p)
 
@@ -172,7 +214,11 @@ def soft_critical_points(cfg: TeacherStudentConfig, taus, starts: np.ndarray,
     from .hessian import joint_hessian, profiled_soft_grad, profiled_soft_grad_hess, soft_refit_np
     from .teacher_student import expert_error, partition_error
 
-    seeds = [np.asarray(s, float) for s in (seeds or [])]
+    check.instance("cfg", cfg, TeacherStudentConfig, "a TeacherStudentConfig")
+    taus = check.temperatures("taus", taus)
+    starts = routers(starts, name="starts")
+    seeds = list(routers(seeds, name="seeds")) if seeds is not None and len(seeds) else []
+    descent_steps = check.integer("descent_steps", descent_steps, low=1)
     prev: list[np.ndarray] = []
     out: list[SoftCriticalPoint] = []
     for tau in taus:

@@ -18,16 +18,24 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import validation as check
 from .shape_derivative import boundary_integral_gradient
-from .teacher_student import (TeacherStudentConfig, _check_tau, hard_refit, soft_refit_quad,
-                              soft_risk_quad)
+from .teacher_student import (TeacherStudentConfig, hard_refit, profiled_hard, routers,
+                              soft_refit_quad, soft_risk_quad)
+
+
+def _flat_point(theta, phi) -> torch.Tensor:
+    """``(θ_1, θ_2, α, b)`` as one float64 tensor (8,), from θ (2, 3) and φ (2,), finite."""
+    theta = check.finite_array("theta", theta, shape=(2, 3))
+    phi = check.finite_array("phi", phi, shape=(2,))
+    return torch.cat([torch.as_tensor(theta, dtype=torch.float64).reshape(6),
+                      torch.as_tensor(phi, dtype=torch.float64).reshape(2)])
 
 
 def joint_hessian(cfg: TeacherStudentConfig, theta, phi, tau: float, nodes: int = 48) -> np.ndarray:
     """Hessian of the population ``L_τ`` in the flat parameters ``(θ_1 (3), θ_2 (3), α, b)``: (8, 8)."""
-    tau = _check_tau(tau)
-    p0 = torch.cat([torch.as_tensor(np.asarray(theta, float), dtype=torch.float64).reshape(6),
-                    torch.as_tensor(np.asarray(phi, float), dtype=torch.float64).reshape(2)])
+    tau = check.temperature("tau", tau)
+    p0 = _flat_point(theta, phi)
 
     def f(p):
         return soft_risk_quad(cfg, p[:6].reshape(1, 2, 3), p[6:].reshape(1, 2), tau, nodes)[0]
@@ -38,9 +46,8 @@ def joint_hessian(cfg: TeacherStudentConfig, theta, phi, tau: float, nodes: int 
 
 def joint_gradient(cfg: TeacherStudentConfig, theta, phi, tau: float, nodes: int = 48) -> np.ndarray:
     """Gradient of the population ``L_τ`` in ``(θ_1, θ_2, α, b)``: (8,)."""
-    tau = _check_tau(tau)
-    p = torch.cat([torch.as_tensor(np.asarray(theta, float), dtype=torch.float64).reshape(6),
-                   torch.as_tensor(np.asarray(phi, float), dtype=torch.float64).reshape(2)]).requires_grad_(True)
+    tau = check.temperature("tau", tau)
+    p = _flat_point(theta, phi).requires_grad_(True)
     loss = soft_risk_quad(cfg, p[:6].reshape(1, 2, 3), p[6:].reshape(1, 2), tau, nodes)[0]
     return torch.autograd.grad(loss, p)[0].numpy()
 
@@ -51,8 +58,8 @@ def profiled_soft_grad_hess(cfg: TeacherStudentConfig, phi, tau: float, nodes: i
     The S routers are independent, so one backward pass of the summed value gives every
     gradient, and two more passes (one per coordinate) give every Hessian.
     """
-    tau = _check_tau(tau)
-    p = torch.as_tensor(np.asarray(phi, dtype=float), dtype=torch.float64).reshape(-1, 2).clone().requires_grad_(True)
+    tau = check.temperature("tau", tau)
+    p = torch.as_tensor(routers(phi), dtype=torch.float64).clone().requires_grad_(True)
     val = soft_refit_quad(cfg, p, tau, nodes)[1]                        # (S,)
     (g,) = torch.autograd.grad(val.sum(), p, create_graph=True)         # (S, 2)
     rows = [torch.autograd.grad(g[:, i].sum(), p, retain_graph=i == 0)[0] for i in range(2)]
@@ -63,13 +70,14 @@ def profiled_soft_grad_hess(cfg: TeacherStudentConfig, phi, tau: float, nodes: i
 
 def soft_refit_np(cfg: TeacherStudentConfig, phi, tau: float, nodes: int = 48) -> np.ndarray:
     """``θ_τ(φ)`` for one router, numpy (2, 3)."""
-    p = torch.as_tensor(np.asarray(phi, dtype=float), dtype=torch.float64).reshape(1, 2)
+    p = torch.as_tensor(check.finite_array("phi", phi, shape=(2,)), dtype=torch.float64).reshape(1, 2)
     with torch.no_grad():
         return soft_refit_quad(cfg, p, tau, nodes)[0][0].numpy()
 
 
 def profiled_hard_gradient(cfg: TeacherStudentConfig, phi, nodes: int = 96) -> np.ndarray:
     """``∇L̄_0(φ)`` exactly (up to quadrature): the shape derivative at the refitted experts."""
+    phi = check.finite_array("phi", phi, shape=(2,))
     return boundary_integral_gradient(cfg, hard_refit(cfg, phi, nodes), phi, nodes)
 
 
@@ -78,20 +86,23 @@ def profiled_hard_hessian(cfg: TeacherStudentConfig, phi, h: float = 1e-4, nodes
 
     Valid where ``L̄_0`` is twice differentiable: away from the teacher partition, whose hard
     objective has a kink (a jump of the teacher across Σ makes ``L̄_0`` grow linearly there).
+    Step 0 < h < 0.1.
     """
-    phi = np.asarray(phi, dtype=float)
+    h = check.number("h", h, low=0, high=0.1, low_open=True, high_open=True)
+    phi = check.finite_array("phi", phi, shape=(2,))
     H = np.zeros((2, 2))
     for i in range(2):
         e = np.zeros(2)
         e[i] = h
-        H[:, i] = (profiled_hard_gradient(cfg, phi + e, nodes) - profiled_hard_gradient(cfg, phi - e, nodes)) / (2 * h)
+        H[:, i] = (profiled_hard_gradient(cfg, phi + e, nodes)
+                   - profiled_hard_gradient(cfg, phi - e, nodes)) / (2 * h)
     return 0.5 * (H + H.T)
 
 
 def profiled_soft_grad(cfg: TeacherStudentConfig, phi, tau: float, nodes: int = 48):
     """Value (S,) and gradient (S, 2) of ``L̄_τ`` (one backward pass for S routers)."""
-    tau = _check_tau(tau)
-    p = torch.as_tensor(np.asarray(phi, dtype=float), dtype=torch.float64).reshape(-1, 2).clone().requires_grad_(True)
+    tau = check.temperature("tau", tau)
+    p = torch.as_tensor(routers(phi), dtype=torch.float64).clone().requires_grad_(True)
     val = soft_refit_quad(cfg, p, tau, nodes)[1]
     (g,) = torch.autograd.grad(val.sum(), p)
     return val.detach().numpy(), g.numpy()
@@ -99,8 +110,7 @@ def profiled_soft_grad(cfg: TeacherStudentConfig, phi, tau: float, nodes: int = 
 
 def profiled_hard_grad_hess(cfg: TeacherStudentConfig, phi, nodes: int = 96):
     """Batched (value, gradient, Hessian) of ``L̄_0`` for the generic critical-point search."""
-    from .teacher_student import profiled_hard
-    phi = np.asarray(phi, dtype=float).reshape(-1, 2)
+    phi = routers(phi)
     v = np.array([profiled_hard(cfg, p, nodes) for p in phi])
     g = np.stack([profiled_hard_gradient(cfg, p, nodes) for p in phi])
     H = np.stack([profiled_hard_hessian(cfg, p, nodes=nodes) for p in phi])

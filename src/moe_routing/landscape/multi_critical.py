@@ -19,7 +19,8 @@ The same two-phase idea as :mod:`.critical_points` (K = 2), in the D-dimensional
 
 Routers that (nearly) switch an expert off (a cell whose mean gate is below ``min_cell_mass``)
 are dropped: a K-expert student with an empty cell is a (K−1)-expert student, outside the
-compact router set of the theorem (ours; they count among the candidates that did not converge). Points are deduplicated
+compact router set of the theorem (ours; they count among the candidates that did not converge).
+Points are deduplicated
 modulo relabelling and classified by the eigenvalues of the D×D Hessian.
 """
 
@@ -30,9 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .multi_region import (ProfiledObjective, _check_tau, chart_distance, describe_partition,
-                           expert_error, gates, hard_refit, normalise, partition_error,
-                           random_routers)
+from .. import validation as check
+from .multi_region import (ProfiledObjective, chart_distance, chart_points, describe_partition,
+                           expert_error, gates, hard_refit, normalise, partition_error, random_routers)
 
 EIG_TOL = 1e-6         # |λ| below this (relative to max |λ|) counts as zero curvature
 
@@ -70,7 +71,12 @@ class MultiCriticalPoint:
         return "spurious local minimum" if pos else "degenerate"
 
 
-def _alive(obj: ProfiledObjective, phi: np.ndarray, tau: float, min_cell_mass: float, e_max: float) -> np.ndarray:
+def _objective(obj) -> ProfiledObjective:
+    return check.instance("obj", obj, ProfiledObjective, "a ProfiledObjective")
+
+
+def _alive(obj: ProfiledObjective, phi: np.ndarray, tau: float, min_cell_mass: float,
+           e_max: float) -> np.ndarray:
     m = (obj.K - 1) * obj.d
     with torch.no_grad():
         mass = gates(obj.X, torch.as_tensor(phi), tau, obj.K).mean(1).min(1).values.numpy()
@@ -78,34 +84,46 @@ def _alive(obj: ProfiledObjective, phi: np.ndarray, tau: float, min_cell_mass: f
 
 
 def dedupe(phis: np.ndarray, K: int, d: int, radius: float) -> np.ndarray:
-    """Drop routers within ``radius`` (chart distance modulo relabelling) of an earlier one."""
+    """Drop routers within ``radius`` (chart distance modulo relabelling) of an earlier one.
+    An empty batch (S = 0, e.g. no candidates of one kind at some τ) gives an empty batch."""
+    K, d = check.integer("K", K, low=2), check.integer("d", d, low=1)
+    radius = check.positive("radius", radius)
     kept: list[np.ndarray] = []
-    for p in np.asarray(phis, float).reshape(-1, (K - 1) * (d + 1)):
+    for p in chart_points(phis, K, d, name="phis", allow_empty=True):
         if all(chart_distance(p, q, K, d) > radius for q in kept):
             kept.append(p)
     return np.array(kept).reshape(-1, (K - 1) * (d + 1))
 
 
-def start_routers(obj: ProfiledObjective, S: int, seed: int, tau: float, min_cell_mass: float = 0.05) -> np.ndarray:
+def start_routers(obj: ProfiledObjective, S: int, seed: int, tau: float,
+                  min_cell_mass: float = 0.05) -> np.ndarray:
     """S random routers (seeded) whose every cell carries mean gate ≥ ``min_cell_mass``."""
-    if int(S) != S or S < 1:
-        raise ValueError(f"number of starts must be an integer >= 1; got {S!r}")
-    rng = np.random.default_rng(seed)
+    obj = _objective(obj)
+    S = check.integer("S", S, low=1)
+    tau = check.temperature("tau", tau)
+    min_cell_mass = check.number("min_cell_mass", min_cell_mass, low=0, high=1.0 / obj.K)
+    rng = check.generator("seed", seed)
     out = []
     for _ in range(100):
         cand = random_routers(4 * S, obj.K, obj.d, rng)
         out.extend(cand[_alive(obj, cand, tau, min_cell_mass, 3.0)])
         if len(out) >= S:
             return np.array(out[:S])
-    raise ValueError(f"could not draw {S} routers with every cell of mass >= {min_cell_mass}")
+    check.fail("min_cell_mass", min_cell_mass, f"a mass that 100 draws of {4 * S} random routers can "
+               f"reach in every cell (fewer than S = {S} did)")
 
 
 def descend(obj: ProfiledObjective, starts: np.ndarray, tau: float, steps: int = 60, lr_start: float = 0.3,
             lr_end: float = 1e-3, n_slow: int = 2):
     """Normalised descent on ``L̄_τ``; returns ``(end points (S, M), slow points (≤ n_slow·S, M))``."""
-    phi = normalise(starts, obj.K, obj.d)
+    obj = _objective(obj)
+    phi = normalise(chart_points(starts, obj.K, obj.d, name="starts"), obj.K, obj.d)
+    tau = check.temperature("tau", tau)
+    steps = check.integer("steps", steps, low=1)
+    lr_start, lr_end = check.positive("lr_start", lr_start), check.positive("lr_end", lr_end)
+    n_slow = check.integer("n_slow", n_slow, low=0)
     hist_p, hist_g = [], []
-    for lr in np.geomspace(lr_start, lr_end, int(steps)):
+    for lr in np.geomspace(lr_start, lr_end, steps):
         phi, T, _, g = obj.grad(phi, tau)
         gn = np.linalg.norm(g, axis=1)
         hist_p.append(phi)
@@ -125,8 +143,12 @@ def descend_grad_norm(obj: ProfiledObjective, starts: np.ndarray, tau: float, st
                       lr: float = 0.5, step_cap: float = 0.2) -> np.ndarray:
     """Capped descent on ``½|∇L̄_τ|²`` (direction ``H∇L̄_τ``): attracted by minima, saddles and
     maxima alike, it brings starts near saddles that descent on ``L̄_τ`` flows away from."""
-    phi = normalise(starts, obj.K, obj.d)
-    for _ in range(int(steps)):
+    obj = _objective(obj)
+    phi = normalise(chart_points(starts, obj.K, obj.d, name="starts"), obj.K, obj.d)
+    tau = check.temperature("tau", tau)
+    steps = check.integer("steps", steps, low=0)
+    lr, step_cap = check.positive("lr", lr), check.positive("step_cap", step_cap)
+    for _ in range(steps):
         phi, T, _, dvec = obj.grad_norm_direction(phi, tau)
         nrm = np.linalg.norm(dvec, axis=1, keepdims=True)
         phi = obj.step(phi, T, -lr * dvec / np.maximum(nrm, 1e-300) * np.minimum(nrm, step_cap))
@@ -135,7 +157,12 @@ def descend_grad_norm(obj: ProfiledObjective, starts: np.ndarray, tau: float, st
 
 def most_critical(obj: ProfiledObjective, phi: np.ndarray, tau: float, keep: int) -> np.ndarray:
     """The ``keep`` routers with the smallest ``|∇L̄_τ|``: Newton (a Hessian per step, the
-    expensive part) is spent only on the candidates closest to being critical."""
+    expensive part) is spent only on the candidates closest to being critical.  An empty batch
+    gives an empty batch."""
+    obj = _objective(obj)
+    phi = chart_points(phi, obj.K, obj.d, name="phi", allow_empty=True)
+    tau = check.temperature("tau", tau)
+    keep = check.integer("keep", keep, low=0)
     if len(phi) <= keep:
         return phi
     _, _, _, g = obj.grad(phi, tau)
@@ -145,14 +172,22 @@ def most_critical(obj: ProfiledObjective, phi: np.ndarray, tau: float, keep: int
 def newton(obj: ProfiledObjective, cand: np.ndarray, tau: float, steps: int = 25, step_cap: float = 0.2,
            tol: float = 1e-7, min_cell_mass: float = 0.01, e_max: float = 3.0, give_up: int = 8):
     """Capped Newton on ``∇L̄_τ = 0`` from every candidate; returns ``(phi, converged, value,
-    gradient, Hessian)`` — the last three at the final points."""
-    phi = normalise(cand, obj.K, obj.d)
+    gradient, Hessian)`` — the last three at the final points (NaN for a candidate dropped
+    before it was ever evaluated: a marker, never used in a computation)."""
+    obj = _objective(obj)
+    phi = normalise(chart_points(cand, obj.K, obj.d, name="cand"), obj.K, obj.d)
+    tau = check.temperature("tau", tau)
+    steps = check.integer("steps", steps, low=0)
+    step_cap, tol = check.positive("step_cap", step_cap), check.positive("tol", tol)
+    min_cell_mass = check.number("min_cell_mass", min_cell_mass, low=0, high=1.0 / obj.K)
+    e_max = check.positive("e_max", e_max)
+    give_up = check.integer("give_up", give_up, low=0)
     n = len(phi)
     D = obj.D
     val, gr, He = np.full(n, np.nan), np.full((n, D), np.nan), np.full((n, D, D), np.nan)
     alive = _alive(obj, phi, tau, min_cell_mass, e_max)
     done = np.zeros(n, dtype=bool)
-    for it in range(int(steps) + 1):
+    for it in range(steps + 1):
         act = np.flatnonzero(alive & ~done)
         if act.size == 0:
             break
@@ -194,7 +229,8 @@ def _assign_families(found, prev, K: int, d: int, start: int, radius: float = 0.
 
 
 def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: torch.Tensor, *,
-                    descent_steps: int = 60, grad_norm_steps: int = 15, newton_steps: int = 25, tol: float = 1e-7,
+                    descent_steps: int = 60, grad_norm_steps: int = 15, newton_steps: int = 25,
+                    tol: float = 1e-7,
                     teacher_radius: float = 0.1, merge: float = 1e-3, joint: bool = False,
                     candidate_radius: float = 0.03, continuation_steps: int = 25,
                     n_slow: int = 0, give_up: int = 12, saddle_candidates: int = 8):
@@ -204,9 +240,22 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     ``eval_X``: an independent sample on which partition errors and ``L̄_0`` are measured.
     ``teacher_radius``: a point whose partition error is below it is teacher-equivalent.
     """
-    taus = [_check_tau(t) for t in taus]
-    if not (0 < teacher_radius < 0.5):
-        raise ValueError(f"teacher_radius must be in (0, 0.5); got {teacher_radius!r}")
+    obj = _objective(obj)
+    taus = [float(t) for t in check.temperatures("taus", taus)]
+    starts = chart_points(starts, obj.K, obj.d, name="starts")
+    check.finite_tensor("eval_X", eval_X, shape=(None, obj.d))
+    teacher_radius = check.number("teacher_radius", teacher_radius, low=0, high=0.5,
+                                  low_open=True, high_open=True)
+    descent_steps = check.integer("descent_steps", descent_steps, low=1)
+    grad_norm_steps = check.integer("grad_norm_steps", grad_norm_steps, low=0)
+    newton_steps = check.integer("newton_steps", newton_steps, low=0)
+    continuation_steps = check.integer("continuation_steps", continuation_steps, low=0)
+    n_slow = check.integer("n_slow", n_slow, low=0)
+    give_up = check.integer("give_up", give_up, low=0)
+    saddle_candidates = check.integer("saddle_candidates", saddle_candidates, low=0)
+    tol, merge = check.positive("tol", tol), check.positive("merge", merge)
+    candidate_radius = check.positive("candidate_radius", candidate_radius)
+    joint = check.flag("joint", joint)
     K, d, teacher = obj.K, obj.d, obj.teacher
     fstar_eval = teacher.fstar(eval_X)
     prev: list[MultiCriticalPoint] = []
@@ -226,7 +275,8 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
                                                            step_cap=min(0.2, 3 * tau))])
         cand = np.concatenate([ends, slow, gnd, cont])
         cand = dedupe(cand, K, d, radius=candidate_radius)
-        phi, ok, val, gr, He = newton(obj, cand, tau, steps=newton_steps, step_cap=min(0.2, max(0.02, 3 * tau)),
+        phi, ok, val, gr, He = newton(obj, cand, tau, steps=newton_steps,
+                                      step_cap=min(0.2, max(0.02, 3 * tau)),
                                       tol=tol, give_up=give_up)
         found: list[MultiCriticalPoint] = []
         for i in np.flatnonzero(ok):

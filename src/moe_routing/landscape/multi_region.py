@@ -42,7 +42,8 @@ teacher-equivalent set is the K! relabellings of the teacher's own (normalised) 
 
 Shapes: ``n`` sample points, ``S`` routers evaluated at once, ``K`` experts, ``d`` input
 dimension, ``p = d + 1`` features, ``M = (K−1)(d+1)`` ambient chart coordinates, ``D = M − 1``
-local coordinates.
+local coordinates.  Every public function checks its arguments with :mod:`moe_routing.validation`
+(finite arrays and tensors of these shapes, τ > 0, K ≥ 2, d ≥ 1) before any work starts.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ from functools import lru_cache
 import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment, linprog
-from scipy.stats import norm, qmc
+
+from .. import validation as check
+from .common import features, sobol_normal
 
 RIDGE = 1e-10          # ours: added to the refit's Gram matrix so that a (nearly) empty cell
                        # gives a finite expert instead of a singular solve; shifts L̄ by < 1e-9
@@ -63,33 +66,54 @@ _BOX = 6.0             # interfaces are looked for inside |x|_∞ ≤ 6 (Gaussia
 _MASS_CHECK_N = 2 ** 14
 
 
-def _check_tau(tau) -> float:
-    t = float(tau)
-    if not (math.isfinite(t) and t > 0):
-        raise ValueError(f"temperature tau must be finite and > 0 (accepted range: (0, inf)); got {tau!r}")
-    return t
+def _dims(K, d) -> tuple[int, int]:
+    """The number of experts K ≥ 2 and the input dimension d ≥ 1."""
+    return check.integer("K", K, low=2), check.integer("d", d, low=1)
 
 
-def sobol_normal(n: int, d: int, seed: int, dtype=torch.float64) -> torch.Tensor:
-    """``2^m ≥ n`` scrambled-Sobol points mapped to N(0, I_d): (2^m, d)."""
-    if int(n) != n or n < 16:
-        raise ValueError(f"sample size n must be an integer >= 16; got {n!r}")
-    if int(d) != d or d < 1:
-        raise ValueError(f"dimension d must be an integer >= 1; got {d!r}")
-    m = int(math.ceil(math.log2(n)))
-    U = qmc.Sobol(d=int(d), scramble=True, seed=int(seed)).random_base2(m)
-    U = np.clip(U, 1e-15, 1 - 1e-15)
-    return torch.tensor(norm.ppf(U), dtype=dtype)
+def chart_points(phi, K: int, d: int, *, name: str = "phi", single: bool = False,
+                 allow_empty: bool = False) -> np.ndarray:
+    """Routers of the chart as a finite float array (S, M), M = (K−1)(d+1) — one router (M,)
+    gives S = 1; with ``single``, exactly one router, returned as (M,) — whose weight part V is
+    non-zero (V = 0 makes every logit equal: no partition, and no direction to normalise).
+    The argument check of every function that takes routers of this chart."""
+    K, d = _dims(K, d)
+    check.instance("name", name, str, "the argument's name, a string")
+    M, m = (K - 1) * (d + 1), (K - 1) * d
+    if check.flag("single", single):
+        a = check.finite_array(name, phi, shape=(M,))
+    else:
+        a = check.finite_array(name, phi, ndim=(1, 2), nonempty=not check.flag("allow_empty", allow_empty))
+        check.require(a.shape[-1] == M or a.size == 0, f"{name}.shape", a.shape,
+                      f"(S, {M}) or ({M},): chart points for K = {K}, d = {d}")
+    nv = np.linalg.norm(a.reshape(-1, M)[:, :m], axis=1)
+    check.require(bool(np.all(nv > 0)), name, phi,
+                  "chart points with non-zero weights V (V = 0 has no partition)")
+    return a if single else a.reshape(-1, M)
 
 
-def features(X: torch.Tensor) -> torch.Tensor:
-    """``x̃ = (x, 1)``: (n, d) → (n, d+1)."""
-    return torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
+def _chart_tensor(name: str, phi, K: int, d: int) -> torch.Tensor:
+    """S chart points as a finite torch tensor (S, M)."""
+    return check.finite_tensor(name, phi, shape=(None, (K - 1) * (d + 1)))
+
+
+def _sample(X, fstar) -> None:
+    """The fixed sample: inputs X (n, d) and teacher values f*(X) (n,), finite tensors."""
+    check.finite_tensor("X", X, ndim=2)
+    check.finite_tensor("fstar", fstar, shape=(X.shape[0],))
+
+
+def helmert(K: int) -> np.ndarray:
+    """Orthonormal basis of ``{v ∈ R^K: Σ v = 0}``, (K, K−1); column j ∝ (1, …, 1, −j, 0, …).
+
+    The centred logits ``W = H V`` are then parametrised without the shift redundancy.  (The
+    returned array is cached: do not modify it.)
+    """
+    return _helmert(check.integer("K", K, low=2))
 
 
 @lru_cache(maxsize=16)
-def helmert(K: int) -> np.ndarray:
-    """Orthonormal basis of ``{v ∈ R^K: Σ v = 0}``, (K, K−1); column j ∝ (1, …, 1, −j, 0, …)."""
+def _helmert(K: int) -> np.ndarray:
     H = np.zeros((K, K - 1))
     for j in range(1, K):
         H[:j, j - 1] = 1.0
@@ -100,6 +124,7 @@ def helmert(K: int) -> np.ndarray:
 
 def chart_radius(K: int) -> float:
     """``‖W‖_F = √((K−1)/2)``, i.e. unit RMS of the pairwise gradients ``|w_j − w_k|``."""
+    K = check.integer("K", K, low=2)
     return math.sqrt((K - 1) / 2)
 
 
@@ -111,6 +136,10 @@ def adjacent_pairs(W: np.ndarray, c: np.ndarray, box: float = _BOX) -> list[tupl
     """Pairs ``(j, k)`` whose argmax regions share an interface piece of positive (d−1)-volume
     inside ``|x|_∞ ≤ box``: the linear programme ``max t`` s.t. ``a_j(x) = a_k(x)``,
     ``a_j(x) − a_l(x) ≥ t`` (l ≠ j, k) has ``t > 0``."""
+    W = check.finite_array("W", W, ndim=2)
+    check.require(W.shape[0] >= 2, "W.shape", W.shape, "(K, d) with K ≥ 2 regions")
+    c = check.finite_array("c", c, shape=(W.shape[0],))
+    box = check.positive("box", box)
     K, d = W.shape
     out = []
     for j, k in itertools.combinations(range(K), 2):
@@ -150,38 +179,31 @@ class MultiRegionTeacher:
     min_mass: float = 0.02
 
     def __post_init__(self):
-        W = np.asarray(self.scores_w, dtype=float)
-        c = np.asarray(self.scores_b, dtype=float)
-        B = np.asarray(self.experts, dtype=float)
-        if W.ndim != 2:
-            raise ValueError(f"scores_w must be a (K, d) array; got shape {W.shape}")
+        W = check.finite_array("scores_w", self.scores_w, ndim=2)
         K, d = W.shape
-        if K < 2:
-            raise ValueError(f"need K >= 2 regions (accepted range: K >= 2); got K = {K}")
-        if d < 2:
-            raise ValueError(f"need input dimension d >= 2 (accepted range: d >= 2); got d = {d}")
-        if c.shape != (K,):
-            raise ValueError(f"scores_b must have shape ({K},); got {c.shape}")
-        if B.shape != (K, d + 1):
-            raise ValueError(f"experts must have shape (K, d+1) = ({K}, {d + 1}); got {B.shape}")
-        if not (np.all(np.isfinite(W)) and np.all(np.isfinite(c)) and np.all(np.isfinite(B))):
-            raise ValueError("teacher scores and experts must be finite")
-        if not (math.isfinite(self.noise_std) and self.noise_std >= 0):
-            raise ValueError(f"noise_std must be finite and >= 0 (accepted range: [0, inf)); got {self.noise_std!r}")
-        if not (0 < self.min_mass <= 1.0 / K):
-            raise ValueError(f"min_mass must be in (0, 1/K] = (0, {1.0 / K:.3g}]; got {self.min_mass!r}")
-        Wc = W - W.mean(0)
-        if np.linalg.norm(Wc) < 1e-12:
-            raise ValueError("teacher scores_w are all equal: the argmax partition has a single region")
+        check.require(K >= 2, "scores_w.shape", W.shape, "(K, d) with K >= 2 regions")
+        check.require(d >= 2, "scores_w.shape", W.shape, "(K, d) with input dimension d >= 2")
+        c = check.finite_array("scores_b", self.scores_b, shape=(K,))
+        B = check.finite_array("experts", self.experts, shape=(K, d + 1))
+        # stored as plain tuples and floats: hashable, and a NumPy scalar σ gives the same model
+        object.__setattr__(self, "scores_w", tuple(map(tuple, W.tolist())))
+        object.__setattr__(self, "scores_b", tuple(c.tolist()))
+        object.__setattr__(self, "experts", tuple(map(tuple, B.tolist())))
+        object.__setattr__(self, "noise_std", check.number("noise_std", self.noise_std, low=0))
+        object.__setattr__(self, "min_mass", check.number("min_mass", self.min_mass, low=0, high=1.0 / K,
+                                                          low_open=True))
+        check.require(np.linalg.norm(W - W.mean(0)) >= 1e-12, "scores_w", self.scores_w,
+                      "scores of different directions (all equal: the argmax partition has a single region)")
         mass = self.region_masses(_MASS_CHECK_N)
-        if mass.min() < self.min_mass:
-            k = int(mass.argmin())
-            raise ValueError(f"teacher region {k} carries probability mass {mass[k]:.4f} < min_mass = "
-                             f"{self.min_mass} (every region must carry non-negligible mass)")
+        k = int(mass.argmin())
+        check.require(mass[k] >= self.min_mass, "scores_b", self.scores_b,
+                      f"scores whose every region carries mass ≥ min_mass = {self.min_mass} (teacher "
+                      f"region {k} carries probability mass {mass[k]:.4f})")
         for j, k in adjacent_pairs(W, c):
-            if np.allclose(B[j], B[k], rtol=0, atol=1e-9):
-                raise ValueError(f"degenerate teacher: adjacent regions {j} and {k} have the same expert "
-                                 f"{B[j].tolist()} (the partition is not identifiable)")
+            check.require(not np.allclose(B[j], B[k], rtol=0, atol=1e-9), "experts", self.experts,
+                          f"different experts in adjacent regions (degenerate teacher: adjacent regions "
+                          f"{j} and {k} have the same expert {B[j].tolist()}; "
+                          "the partition is not identifiable)")
 
     # -- arrays ---------------------------------------------------------------------------------
     @property
@@ -206,11 +228,13 @@ class MultiRegionTeacher:
 
     def region(self, X: torch.Tensor) -> torch.Tensor:
         """Teacher region index of each input: (n, d) → (n,) long."""
+        check.finite_tensor("X", X, shape=(None, self.d))
         A = X @ torch.tensor(self.W.T, dtype=X.dtype) + torch.tensor(self.c, dtype=X.dtype)
         return A.argmax(1)
 
     def fstar(self, X: torch.Tensor) -> torch.Tensor:
         """``f*(x) = E[Y | x] = β_{region(x)}·x̃``: (n, d) → (n,)."""
+        check.finite_tensor("X", X, shape=(None, self.d))
         B = torch.tensor(self.beta, dtype=X.dtype)
         return (features(X) * B[self.region(X)]).sum(1)
 
@@ -231,8 +255,12 @@ class MultiRegionTeacher:
 
     @classmethod
     def from_arrays(cls, W, c, B, noise_std: float = 0.1, min_mass: float = 0.02) -> "MultiRegionTeacher":
-        tup = lambda a: tuple(map(tuple, np.asarray(a, float))) if np.ndim(a) == 2 else tuple(np.asarray(a, float))  # noqa: E731
-        return cls(tup(W), tuple(float(x) for x in np.asarray(c, float)), tup(B), float(noise_std), float(min_mass))
+        """The teacher from arrays: scores W (K, d) and c (K,), experts B (K, d+1)."""
+        W = check.finite_array("W", W, ndim=2)
+        K, d = W.shape
+        c = check.finite_array("c", c, shape=(K,))
+        B = check.finite_array("B", B, shape=(K, d + 1))
+        return cls(W, c, B, noise_std, min_mass)
 
 
 def three_region_plane(noise_std: float = 0.1) -> MultiRegionTeacher:
@@ -276,6 +304,9 @@ def four_region_space(noise_std: float = 0.1) -> MultiRegionTeacher:
 def from_two_region(cfg) -> MultiRegionTeacher:
     """The K = 2 teacher of :class:`.teacher_student.TeacherStudentConfig` in this module's
     terms: scores ``(n·x − b*)/2`` and ``−(n·x − b*)/2``."""
+    from .teacher_student import TeacherStudentConfig
+
+    check.instance("cfg", cfg, TeacherStudentConfig, "a TeacherStudentConfig")
     n = np.array([math.cos(cfg.teacher_angle), math.sin(cfg.teacher_angle)])
     W = np.stack([n / 2, -n / 2])
     c = np.array([-cfg.teacher_offset / 2, cfg.teacher_offset / 2])
@@ -290,19 +321,23 @@ def phi_from_logits(W, b) -> np.ndarray:
     """Project logits ``(W (K,d), b (K,))`` onto the chart (centre, fix the scale): (M,).
 
     The same positive factor rescales W and b, so the hard partition is unchanged."""
-    W, b = np.asarray(W, float), np.asarray(b, float)
+    W = check.finite_array("W", W, ndim=2)
     K = W.shape[0]
+    check.require(K >= 2, "W.shape", W.shape, "(K, d) with K ≥ 2 experts")
+    b = check.finite_array("b", b, shape=(K,))
     H = helmert(K)
     V, e = H.T @ W, H.T @ b                                             # (K−1, d), (K−1,)
     nv = np.linalg.norm(V)
-    if nv < 1e-12:
-        raise ValueError("router weights are all equal: no partition (cannot normalise the scale)")
+    check.require(nv >= 1e-12, "W", W, "weights not all equal (all equal: no partition, the scale "
+                  "cannot be normalised)")
     s = chart_radius(K) / nv
     return np.concatenate([(s * V).ravel(), s * e])
 
 
 def logits_from_phi(phi: torch.Tensor, K: int, d: int):
     """``φ (S, M) → W (S, K, d), b (S, K)`` (centred logits of unit RMS pairwise gradient)."""
+    K, d = _dims(K, d)
+    _chart_tensor("phi", phi, K, d)
     H = torch.tensor(helmert(K), dtype=phi.dtype)
     m = (K - 1) * d
     V = phi[:, :m].reshape(-1, K - 1, d)
@@ -313,8 +348,9 @@ def logits_from_phi(phi: torch.Tensor, K: int, d: int):
 
 def tangent_basis(phi: np.ndarray, K: int, d: int) -> np.ndarray:
     """Orthonormal basis of the sphere's tangent space at ``V``: (S, m, m−1), ``m = (K−1)d``."""
+    K, d = _dims(K, d)
     m = (K - 1) * d
-    v = np.asarray(phi, float).reshape(-1, phi.shape[-1])[:, :m]
+    v = chart_points(phi, K, d, name="phi")[:, :m]
     v = v / np.linalg.norm(v, axis=1, keepdims=True)
     P = np.eye(m)[None] - v[:, :, None] * v[:, None, :]
     _, Q = np.linalg.eigh(P)                                            # eigenvalues 0, 1, …, 1
@@ -323,21 +359,28 @@ def tangent_basis(phi: np.ndarray, K: int, d: int) -> np.ndarray:
 
 def retract(phi0: torch.Tensor, T: torch.Tensor, z: torch.Tensor, K: int, d: int) -> torch.Tensor:
     """``R_φ0(z)``: local coordinates z (S, D) around φ0 (S, M) → points (S, M) on the chart."""
+    K, d = _dims(K, d)
+    S = _chart_tensor("phi0", phi0, K, d).shape[0]
     m = (K - 1) * d
+    check.finite_tensor("T", T, shape=(S, m, m - 1))
+    check.finite_tensor("z", z, shape=(S, chart_dim(K, d)))
     v = phi0[:, :m] + torch.einsum("smj,sj->sm", T, z[:, :m - 1])
     v = chart_radius(K) * v / v.norm(dim=1, keepdim=True)
     return torch.cat([v, phi0[:, m:] + z[:, m - 1:]], dim=1)
 
 
 def normalise(phi: np.ndarray, K: int, d: int) -> np.ndarray:
-    """Put (a batch of) ambient points back on the sphere ``|vec V| = r``."""
-    phi = np.array(phi, dtype=float).reshape(-1, (K - 1) * (d + 1))
+    """Put (a batch of) ambient points back on the sphere ``|vec V| = r``: (S, M)."""
+    K, d = _dims(K, d)
+    phi = chart_points(phi, K, d, name="phi")
     m = (K - 1) * d
     phi[:, :m] *= chart_radius(K) / np.linalg.norm(phi[:, :m], axis=1, keepdims=True)
     return phi
 
 
 def chart_dim(K: int, d: int) -> int:
+    """``D = (K−1)(d+1) − 1``: the dimension of the router manifold (the sphere removes one)."""
+    K, d = _dims(K, d)
     return (K - 1) * (d + 1) - 1
 
 
@@ -350,7 +393,8 @@ def _perm_mats(K: int) -> np.ndarray:
 
 def relabel_all(phi: np.ndarray, K: int, d: int) -> np.ndarray:
     """All K! relabellings of one router: (M,) → (K!, M)."""
-    phi = np.asarray(phi, float)
+    K, d = _dims(K, d)
+    phi = chart_points(phi, K, d, name="phi", single=True)
     m = (K - 1) * d
     V, e = phi[:m].reshape(K - 1, d), phi[m:]
     A = _perm_mats(K)
@@ -359,11 +403,18 @@ def relabel_all(phi: np.ndarray, K: int, d: int) -> np.ndarray:
 
 def chart_distance(p, q, K: int, d: int) -> float:
     """Euclidean distance in the chart, minimised over the relabellings of q."""
-    return float(np.linalg.norm(relabel_all(q, K, d) - np.asarray(p, float)[None], axis=1).min())
+    K, d = _dims(K, d)
+    p = check.finite_array("p", p, shape=((K - 1) * (d + 1),))
+    q = chart_points(q, K, d, name="q", single=True)
+    return float(np.linalg.norm(relabel_all(q, K, d) - p[None], axis=1).min())
 
 
 def random_routers(S: int, K: int, d: int, rng: np.random.Generator, offset_scale: float = 0.5) -> np.ndarray:
     """S random points of the chart: Gaussian directions, centred Gaussian offsets: (S, M)."""
+    S = check.integer("S", S, low=1)
+    K, d = _dims(K, d)
+    rng = check.generator("rng", rng)
+    offset_scale = check.number("offset_scale", offset_scale, low=0)
     m = (K - 1) * d
     phi = np.concatenate([rng.standard_normal((S, m)), offset_scale * rng.standard_normal((S, K - 1))], 1)
     return normalise(phi, K, d)
@@ -375,7 +426,8 @@ def random_routers(S: int, K: int, d: int, rng: np.random.Generator, offset_scal
 
 def gates(X: torch.Tensor, phi: torch.Tensor, tau: float, K: int) -> torch.Tensor:
     """``π_τ = softmax(a/τ)`` for S routers: X (n,d), phi (S,M) → (S, n, K)."""
-    tau = _check_tau(tau)
+    tau = check.temperature("tau", tau)
+    check.finite_tensor("X", X, ndim=2)
     W, b = logits_from_phi(phi, K, X.shape[1])
     A = torch.einsum("nd,skd->snk", X, W) + b[:, None, :]
     return torch.softmax(A / tau, dim=-1)
@@ -384,7 +436,16 @@ def gates(X: torch.Tensor, phi: torch.Tensor, tau: float, K: int) -> torch.Tenso
 def soft_risk(theta: torch.Tensor, phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tensor,
               noise_var: float = 0.0) -> torch.Tensor:
     """``L_τ(θ, φ)`` on the sample: theta (S,K,p), phi (S,M) → (S,). ``noise_var`` adds σ²."""
+    _sample(X, fstar)
+    p = X.shape[1] + 1
+    check.finite_tensor("theta", theta, ndim=3)
     K = theta.shape[1]
+    check.require(K >= 2 and theta.shape[2] == p, "theta.shape", tuple(theta.shape),
+                  f"(S, K, {p}) with K ≥ 2 affine experts")
+    S = _chart_tensor("phi", phi, K, X.shape[1]).shape[0]
+    check.require(theta.shape[0] == S, "theta.shape", tuple(theta.shape),
+                  f"({S}, {K}, {p}): one set of experts per router in phi")
+    noise_var = check.number("noise_var", noise_var, low=0)
     P = gates(X, phi, tau, K)                                           # (S, n, K)
     F = torch.einsum("np,skp->snk", features(X), theta)                 # (S, n, K)
     m = (P * F).sum(-1)
@@ -410,10 +471,19 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
     K(K+1)/2 gate products against the p(p+1)/2 distinct feature products (one small matmul),
     never from the (S, n, K·p) design matrix of :func:`soft_refit_reference` (less memory
     traffic in the double backward passes that the Hessians need; the speed-up is measured by
-    ``benchmarks/bench_landscape_multi.py``).
+    ``benchmarks/bench_landscape_multi.py``).  ``moments``: the per-sample products of
+    :class:`ProfiledObjective` (``obj.moments``), computed once per sample.
     """
+    _sample(X, fstar)
+    ridge = check.number("ridge", ridge, low=0)
     P = gates(X, phi, tau, K)                                           # (S, n, K)
     S, n, _ = P.shape
+    if moments is not None:
+        p_ = X.shape[1] + 1
+        check.require(isinstance(moments, tuple) and len(moments) == 3, "moments", moments,
+                      "the (Q, iu, XF) products of ProfiledObjective.moments")
+        check.finite_tensor("moments[0]", moments[0], shape=(n, p_ * (p_ + 1) // 2))
+        check.finite_tensor("moments[2]", moments[2], shape=(n, p_))
     Q, iu, XF = moments if moments is not None else _sample_moments(X, fstar)
     p = XF.shape[1]
     ku = torch.triu_indices(K, K)
@@ -432,6 +502,8 @@ def soft_refit_reference(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: 
     """The readable reference of :func:`soft_refit`: build the design matrix
     ``Z = (π_1 x̃, …, π_K x̃)`` (S, n, K·p) and solve the normal equations. Same outputs; kept
     for tests and for ``benchmarks/bench_landscape_multi.py``."""
+    _sample(X, fstar)
+    ridge = check.number("ridge", ridge, low=0)
     P = gates(X, phi, tau, K)                                           # (S, n, K)
     Xt = features(X)
     n, p = Xt.shape
@@ -462,7 +534,10 @@ def hard_refit(phi: np.ndarray, X: torch.Tensor, fstar: torch.Tensor, K: int, ri
     """Hard cells ``C_k = {k = argmax a}``, per-cell least squares; returns ``(theta (K,p),
     L̄_0 without noise)``. On a fixed sample this is piecewise *constant* in φ (it changes only
     when a sample point changes cell), so only its values are meaningful, not its derivatives."""
-    ph = torch.as_tensor(np.asarray(phi, float), dtype=X.dtype).reshape(1, -1)
+    _sample(X, fstar)
+    K, d = _dims(K, X.shape[1])
+    ridge = check.number("ridge", ridge, low=0)
+    ph = torch.as_tensor(chart_points(phi, K, d, name="phi", single=True), dtype=X.dtype).reshape(1, -1)
     W, b = logits_from_phi(ph, K, X.shape[1])
     cell = (X @ W[0].T + b[0]).argmax(1)
     Xt = features(X)
@@ -486,8 +561,8 @@ class ProfiledObjective:
     """
 
     def __init__(self, teacher: MultiRegionTeacher, n: int, seed: int, chunk: int = 16):
-        if int(chunk) != chunk or chunk < 1:
-            raise ValueError(f"chunk must be an integer >= 1; got {chunk!r}")
+        check.instance("teacher", teacher, MultiRegionTeacher, "a MultiRegionTeacher")
+        chunk = check.integer("chunk", chunk, low=1)
         self.teacher = teacher
         self.K, self.d = teacher.K, teacher.d
         self.X = sobol_normal(n, self.d, seed)
@@ -499,8 +574,8 @@ class ProfiledObjective:
 
     def value(self, phi, tau: float) -> np.ndarray:
         """``L̄_τ`` (noise included) at routers (S, M) → (S,)."""
-        tau = _check_tau(tau)
-        phi = torch.as_tensor(np.asarray(phi, float)).reshape(-1, (self.K - 1) * (self.d + 1))
+        tau = check.temperature("tau", tau)
+        phi = torch.as_tensor(chart_points(phi, self.K, self.d, name="phi"))
         with torch.no_grad():
             out = [soft_refit(phi[i:i + self.chunk], tau, self.X, self.fstar, self.K, moments=self.moments)[1]
                    for i in range(0, len(phi), self.chunk)]
@@ -508,13 +583,13 @@ class ProfiledObjective:
 
     def refit(self, phi, tau: float) -> np.ndarray:
         """``θ_τ(φ)`` for one router: (K, p)."""
-        tau = _check_tau(tau)
-        ph = torch.as_tensor(np.asarray(phi, float)).reshape(1, -1)
+        tau = check.temperature("tau", tau)
+        ph = torch.as_tensor(chart_points(phi, self.K, self.d, name="phi", single=True)).reshape(1, -1)
         with torch.no_grad():
             return soft_refit(ph, tau, self.X, self.fstar, self.K, moments=self.moments)[0][0].numpy()
 
     def _local(self, phi, tau, order: int):
-        tau = _check_tau(tau)
+        tau = check.temperature("tau", tau)
         phi = normalise(phi, self.K, self.d)
         T = tangent_basis(phi, self.K, self.d)
         vals, grads, hess = [], [], []
@@ -540,7 +615,7 @@ class ProfiledObjective:
     def grad_norm_direction(self, phi, tau: float):
         """``(phi, T, |∇L̄_τ| (S,), ∇(½|∇L̄_τ|²) = H∇L̄_τ (S, D))``: one Hessian-vector product per
         router, the descent direction towards critical points of every index."""
-        tau = _check_tau(tau)
+        tau = check.temperature("tau", tau)
         phi = normalise(phi, self.K, self.d)
         T = tangent_basis(phi, self.K, self.d)
         gns, dirs = [], []
@@ -565,18 +640,22 @@ class ProfiledObjective:
 
     def step(self, phi, T, z) -> np.ndarray:
         """Move by local coordinates z (S, D) from phi (S, M): the retraction, numpy."""
+        phi = chart_points(phi, self.K, self.d, name="phi")
+        T = check.finite_array("T", T, ndim=3)
+        z = check.finite_array("z", z, ndim=2)
         with torch.no_grad():
             return retract(torch.as_tensor(phi), torch.as_tensor(T), torch.as_tensor(z),
                            self.K, self.d).numpy()
 
     def joint_hessian(self, theta, phi, tau: float) -> np.ndarray:
         """Hessian of ``L_τ(θ, φ)`` in ``(vec θ (K·p), z (D))`` at one point: (Kp+D, Kp+D)."""
-        tau = _check_tau(tau)
-        phi = normalise(phi, self.K, self.d)
+        tau = check.temperature("tau", tau)
+        theta = check.finite_array("theta", theta, shape=(self.K, self.d + 1))
+        phi = normalise(chart_points(phi, self.K, self.d, name="phi", single=True), self.K, self.d)
         T = torch.as_tensor(tangent_basis(phi, self.K, self.d))
         p0 = torch.as_tensor(phi)
         Kp = self.K * (self.d + 1)
-        x0 = torch.cat([torch.as_tensor(np.asarray(theta, float)).reshape(Kp), torch.zeros(self.D, dtype=torch.float64)])
+        x0 = torch.cat([torch.as_tensor(theta).reshape(Kp), torch.zeros(self.D, dtype=torch.float64)])
 
         def f(x):
             ph = retract(p0, T, x[Kp:][None], self.K, self.d)
@@ -592,8 +671,11 @@ class ProfiledObjective:
 
 def confusion(phi, teacher: MultiRegionTeacher, X: torch.Tensor) -> np.ndarray:
     """``M[k, j] = P(C_k(φ) ∩ T_j)`` on the sample X (hard student cells vs teacher regions)."""
+    check.instance("teacher", teacher, MultiRegionTeacher, "a MultiRegionTeacher")
     K = teacher.K
-    ph = torch.as_tensor(np.asarray(phi, float), dtype=X.dtype).reshape(1, -1)
+    check.finite_tensor("X", X, shape=(None, teacher.d))
+    ph = torch.as_tensor(chart_points(phi, K, teacher.d, name="phi", single=True),
+                         dtype=X.dtype).reshape(1, -1)
     W, b = logits_from_phi(ph, K, X.shape[1])
     cell = (X @ W[0].T + b[0]).argmax(1).numpy()
     reg = teacher.region(X).numpy()
@@ -602,6 +684,8 @@ def confusion(phi, teacher: MultiRegionTeacher, X: torch.Tensor) -> np.ndarray:
 
 def best_permutation(M: np.ndarray) -> np.ndarray:
     """``π`` with student cell k ↔ teacher region π[k], maximising the agreeing mass."""
+    M = check.finite_array("M", M, ndim=2)
+    check.require(M.shape[0] == M.shape[1], "M.shape", M.shape, "a square (K, K) confusion matrix")
     rows, cols = linear_sum_assignment(-M)
     perm = np.empty(M.shape[0], dtype=int)
     perm[rows] = cols
@@ -618,13 +702,15 @@ def partition_error(phi, teacher: MultiRegionTeacher, X: torch.Tensor) -> float:
 def expert_error(theta, phi, teacher: MultiRegionTeacher, X: torch.Tensor) -> float:
     """``max_k |θ_k − β_π(k)|`` for the relabelling π that best matches the partitions."""
     perm = best_permutation(confusion(phi, teacher, X))
-    return float(np.linalg.norm(np.asarray(theta) - teacher.beta[perm], axis=1).max())
+    theta = check.finite_array("theta", theta, shape=teacher.beta.shape)
+    return float(np.linalg.norm(theta - teacher.beta[perm], axis=1).max())
 
 
 def describe_partition(phi, teacher: MultiRegionTeacher, X: torch.Tensor, share: float = 0.15) -> str:
     """Which teacher regions each student cell covers (those holding ≥ ``share`` of the cell's
     mass), e.g. ``"{1}{2}{3}"`` for the teacher, ``"{1,2}{3}{3}"`` for a merge and a split;
     cells sorted; an empty cell is ``{}``."""
+    share = check.number("share", share, low=0, high=1, low_open=True)
     M = confusion(phi, teacher, X)
     parts = []
     for k in range(teacher.K):

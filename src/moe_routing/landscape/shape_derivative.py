@@ -1,4 +1,4 @@
-"""The shape derivative of the hard risk (book's derivation, paper B §5).
+"""The shape derivative of the hard risk (the book's derivation, for paper B's Theorem 5.17).
 
 For a binary hard router with interface ``Σ = {g = 0}`` and cells ``C_1 = {g > 0}``,
 ``C_2 = {g < 0}``, moving the interface trades the per-point losses
@@ -18,15 +18,14 @@ import math
 
 import numpy as np
 
-from .teacher_student import TeacherStudentConfig, _t_pieces, hard_risk
+from .. import validation as check
+from .teacher_student import TeacherStudentConfig, hard_risk, t_pieces
 
 
 def boundary_integral_gradient(cfg: TeacherStudentConfig, theta, phi, nodes: int = 96) -> np.ndarray:
     """``(∂_α L_0, ∂_b L_0)`` by the boundary integral over Σ = {s = b}, parametrised by t."""
-    theta = np.asarray(theta, dtype=float)
-    if theta.shape != (2, 3):
-        raise ValueError(f"theta must have shape (2, 3); got {theta.shape}")
-    t, wt, n, nperp, _, _ = _t_pieces(cfg, phi, nodes)
+    theta = check.finite_array("theta", theta, shape=(2, 3))
+    t, wt, n, nperp, _, _ = t_pieces(cfg, phi, nodes)
     b = float(phi[1])
     x = b * n[None, :] + t[:, None] * nperp[None, :]                    # (T, 2) points on Σ
     xt = np.concatenate([x, np.ones((t.size, 1))], axis=1)              # (T, 3)
@@ -42,10 +41,11 @@ def boundary_integral_gradient(cfg: TeacherStudentConfig, theta, phi, nodes: int
 
 def finite_difference_gradient(cfg: TeacherStudentConfig, theta, phi, h: float = 1e-5,
                                nodes: int = 96) -> np.ndarray:
-    """Central differences of the quadrature hard risk ``L_0(θ, φ)`` in (α, b), experts fixed."""
-    if not (0 < h < 0.1):
-        raise ValueError(f"finite-difference step h must be in (0, 0.1); got {h!r}")
-    phi = np.asarray(phi, dtype=float)
+    """Central differences of the quadrature hard risk ``L_0(θ, φ)`` in (α, b), experts fixed
+    (step 0 < h < 0.1: larger steps leave the region where the difference quotient is a
+    derivative)."""
+    h = check.number("h", h, low=0, high=0.1, low_open=True, high_open=True)
+    phi = check.finite_array("phi", phi, shape=(2,))
     out = np.zeros(2)
     for i in range(2):
         e = np.zeros(2)

@@ -1,6 +1,6 @@
 """Symmetry breaking in the two-expert Gaussian model (paper B, Proposition 6.3).
 
-Model (paper B §6; notation of the book's derivation): ``X ~ N(0, I_d)``; the teacher is
+Model (paper B, Proposition 6.3; notation of the book's derivation): ``X ~ N(0, I_d)``; the teacher is
 ``Y = β_1·X`` on ``{u·X > 0}`` and ``β_2·X`` on ``{u·X < 0}`` (``|u| = 1``: the teacher separator).
 Two linear experts ``f_k = θ_k·X`` and a binary softmax router with temperature τ,
 ``π_1 = σ(w·X / τ)``; the soft prediction is the mixture ``m_τ = π_1 f_1 + (1 − π_1) f_2``.
@@ -24,7 +24,9 @@ eigenvalue of ``M`` is an unstable mode and its rate scales as ``1/τ``. With
 The paper states the instability, the alignment with the separator and the ``1/τ`` amplification
 (Proposition 6.3); the explicit ``M``, the ``√2`` and the time convention are the book's own.
 
-Shapes: ``n`` samples, ``d`` input dimension, ``B`` trajectories simulated together.
+Shapes: ``n`` samples, ``d`` input dimension, ``B`` trajectories simulated together.  Public
+functions check their arguments with :mod:`moe_routing.validation` before any work starts; the
+RK4 loop then runs on the checked tensors without re-checking them at every stage.
 """
 
 from __future__ import annotations
@@ -35,24 +37,45 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .. import validation as check
+
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def _check_tau(tau) -> np.ndarray:
-    t = np.atleast_1d(np.asarray(tau, dtype=float))
-    if t.size == 0 or not np.all(np.isfinite(t)) or np.any(t <= 0):
-        raise ValueError(f"temperature tau must be finite and > 0 (accepted range: (0, inf)); got {tau!r}")
-    return t
-
-
 def _unit(u, name: str = "u") -> np.ndarray:
-    u = np.asarray(u, dtype=float)
-    if u.ndim != 1 or u.size < 1:
-        raise ValueError(f"{name} must be a non-empty 1-D vector; got shape {u.shape}")
+    u = check.finite_array(name, u, ndim=1)
     nrm = float(np.linalg.norm(u))
-    if not np.isfinite(nrm) or nrm < 1e-12:
-        raise ValueError(f"{name} must be a non-zero finite vector (the teacher separator); got {u.tolist()}")
+    check.require(nrm >= 1e-12, name, u, "a non-zero vector (the teacher separator)")
     return u / nrm
+
+
+def _square(M) -> np.ndarray:
+    """M as a finite square (d, d) array."""
+    M = check.finite_array("M", M, ndim=2)
+    check.require(M.shape[0] == M.shape[1], "M.shape", M.shape, "a square matrix (d, d)")
+    return M
+
+
+def _symmetric(M) -> np.ndarray:
+    """M as a finite symmetric (d, d) array (its eigenvectors are then orthonormal)."""
+    M = _square(M)
+    check.require(bool(np.allclose(M, M.T)), "M", M, "a symmetric matrix (the operator E[r X Xᵀ])")
+    return M
+
+
+def _flow_state(X, Y, theta1, theta2, w, tau) -> torch.Tensor:
+    """Check the sample (X (n, d), Y (n,)) and B parameter sets ((B, d) each, τ (B,)) of the
+    flow; returns τ as a tensor of X's dtype."""
+    check.finite_tensor("X", X, ndim=2)
+    n, d = X.shape
+    check.finite_tensor("Y", Y, shape=(n,))
+    check.finite_tensor("w", w, shape=(None, d))
+    B = w.shape[0]
+    check.finite_tensor("theta1", theta1, shape=(B, d))
+    check.finite_tensor("theta2", theta2, shape=(B, d))
+    taus = check.temperatures("tau", tau)
+    check.require(taus.shape == (B,), "tau.shape", taus.shape, f"({B},): one temperature per trajectory")
+    return torch.as_tensor(taus, dtype=X.dtype)
 
 
 @dataclass(frozen=True)
@@ -71,18 +94,12 @@ class TwoExpertGaussian:
 
     def __post_init__(self):
         u = _unit(self.u)
-        b1 = np.asarray(self.beta1, dtype=float)
-        b2 = np.asarray(self.beta2, dtype=float)
-        if b1.shape != u.shape or b2.shape != u.shape:
-            raise ValueError(f"beta1, beta2 and u must have the same dimension d; got shapes "
-                             f"{b1.shape}, {b2.shape}, {u.shape}")
-        if not (np.all(np.isfinite(b1)) and np.all(np.isfinite(b2))):
-            raise ValueError("beta1 and beta2 must be finite")
-        if np.allclose(b1, b2, rtol=0.0, atol=1e-12):
-            raise ValueError("degenerate teacher: beta1 == beta2 (a single linear map has no separator; "
-                             "M = 0 and nothing can break symmetry)")
-        if not (np.isfinite(self.noise_std) and self.noise_std >= 0):
-            raise ValueError(f"noise_std must be finite and >= 0; got {self.noise_std!r}")
+        b1 = check.finite_array("beta1", self.beta1, shape=u.shape)
+        b2 = check.finite_array("beta2", self.beta2, shape=u.shape)
+        check.require(not np.allclose(b1, b2, rtol=0.0, atol=1e-12), "beta2", self.beta2,
+                      "an expert different from beta1 (degenerate teacher: beta1 == beta2 is a single "
+                      "linear map with no separator; M = 0 and nothing can break symmetry)")
+        object.__setattr__(self, "noise_std", check.number("noise_std", self.noise_std, low=0))
         object.__setattr__(self, "u", tuple(u.tolist()))
         object.__setattr__(self, "beta1", tuple(b1.tolist()))
         object.__setattr__(self, "beta2", tuple(b2.tolist()))
@@ -91,9 +108,9 @@ class TwoExpertGaussian:
     @classmethod
     def abs_teacher(cls, d: int, u=None) -> "TwoExpertGaussian":
         """The teacher ``Y = |u·X|`` (β_1 = u, β_2 = −u), for which ``M = √(2/π)(I + u uᵀ)``."""
-        if int(d) != d or d < 1:
-            raise ValueError(f"dimension d must be an integer >= 1; got {d!r}")
+        d = check.integer("d", d, low=1)
         u = np.eye(d)[0] if u is None else _unit(u)
+        check.require(u.shape == (d,), "u.shape", u.shape, f"({d},) to match d = {d}")
         return cls(u=tuple(u), beta1=tuple(u), beta2=tuple(-u))
 
     def arrays(self):
@@ -101,9 +118,11 @@ class TwoExpertGaussian:
 
     def sample(self, n: int, seed: int, dtype=torch.float64):
         """``n`` draws ``(X, Y)`` (torch), from a seeded generator (common random numbers)."""
-        if int(n) != n or n < 2:
-            raise ValueError(f"sample size n must be an integer >= 2; got {n!r}")
-        g = torch.Generator().manual_seed(int(seed))
+        n = check.integer("n", n, low=2)
+        seed = check.integer("seed", seed, low=0)
+        check.require(dtype in (torch.float32, torch.float64), "dtype", dtype,
+                      "torch.float32 or torch.float64")
+        g = torch.Generator().manual_seed(seed)
         u, b1, b2 = (torch.tensor(a, dtype=dtype) for a in self.arrays())
         X = torch.randn(int(n), self.d, generator=g, dtype=dtype)       # (n, d)
         Y = torch.where(X @ u > 0, X @ b1, X @ b2)                       # (n,)
@@ -114,6 +133,7 @@ class TwoExpertGaussian:
 
 def m_operator_closed_form(model: TwoExpertGaussian) -> np.ndarray:
     """``M = E[(Y − θ̄·X) X Xᵀ]`` at ``θ̄ = (β_1+β_2)/2`` in closed form (our derivation). (d, d)"""
+    check.instance("model", model, TwoExpertGaussian, "a TwoExpertGaussian")
     u, b1, b2 = model.arrays()
     gamma = 0.5 * (b1 - b2)
     gu = float(gamma @ u)
@@ -127,12 +147,19 @@ def m_operator_mc(X: torch.Tensor, Y: torch.Tensor, theta_bar=None):
 
     ``θ̄`` defaults to the sample least-squares fit, which is the stationary expert mean of the
     *sample* gradient flow (so ``M_n`` is exactly the operator that flow linearises around).
-    Returns ``(M_n, se, theta_bar)`` as numpy arrays of shapes (d, d), (d, d), (d,).
+    Returns ``(M_n, se, theta_bar)`` as numpy arrays of shapes (d, d), (d, d), (d,).  Needs
+    n ≥ 2 samples (a standard error from one is undefined).
     """
+    Xa = check.finite_array("X", X, ndim=2)
+    n, d = Xa.shape
+    check.require(n >= 2, "X.shape", Xa.shape, "(n, d) with n ≥ 2 samples")
+    check.finite_array("Y", Y, shape=(n,))
     X = torch.as_tensor(X, dtype=torch.float64)
     Y = torch.as_tensor(Y, dtype=torch.float64)
     if theta_bar is None:
         theta_bar = torch.linalg.lstsq(X, Y[:, None]).solution[:, 0]
+    else:
+        check.finite_array("theta_bar", theta_bar, shape=(d,))
     theta_bar = torch.as_tensor(theta_bar, dtype=torch.float64)
     r = Y - X @ theta_bar                                               # (n,)
     terms = r[:, None, None] * X[:, :, None] * X[:, None, :]            # (n, d, d)
@@ -147,10 +174,8 @@ def linear_growth_rates(M: np.ndarray, tau) -> np.ndarray:
     Shape ``(len(tau), 2d)``. Computed from the block matrix ``(1/τ)[[0, M/2], [M, 0]]`` itself,
     not from the formula, so a test can check the formula against it.
     """
-    taus = _check_tau(tau)
-    M = np.asarray(M, dtype=float)
-    if M.ndim != 2 or M.shape[0] != M.shape[1]:
-        raise ValueError(f"M must be a square matrix; got shape {M.shape}")
+    taus = check.temperatures("tau", tau)
+    M = _square(M)
     d = M.shape[0]
     A = np.block([[np.zeros((d, d)), 0.5 * M], [M, np.zeros((d, d))]])
     ev = np.sort(np.linalg.eigvals(A).real)[::-1]
@@ -164,13 +189,13 @@ def top_direction(M: np.ndarray) -> np.ndarray:
     ``|λ_i|/(√2τ)``, eigenvectors ``(v_i, ±√2 v_i)``), so the fastest router direction belongs to
     the largest ``|λ_i|``, which need not be the largest ``λ_i``.
     """
-    vals, vecs = np.linalg.eigh(np.asarray(M, dtype=float))
+    vals, vecs = np.linalg.eigh(_symmetric(M))
     return vecs[:, int(np.argmax(np.abs(vals)))]
 
 
 def fastest_rate_times_tau(M: np.ndarray) -> float:
     """``max_i |λ_i(M)| / √2``: the fastest linear growth rate multiplied by τ."""
-    return float(np.abs(np.linalg.eigvalsh(np.asarray(M, dtype=float))).max() / math.sqrt(2))
+    return float(np.abs(np.linalg.eigvalsh(_symmetric(M))).max() / math.sqrt(2))
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,6 +205,8 @@ def fastest_rate_times_tau(M: np.ndarray) -> float:
 def soft_risk(X, Y, theta1, theta2, w, tau):
     """``L_τ = E[(Y − m_τ)²]`` for B parameter sets at once. X (n,d), Y (n,), params (B,d),
     tau (B,). Returns (B,). The reference that the closed-form gradients are tested against."""
+    check.finite_tensor("tau", tau, ndim=1, low=0, low_open=True)
+    _flow_state(X, Y, theta1, theta2, w, tau)
     F1, F2 = X @ theta1.T, X @ theta2.T                                 # (n, B)
     P = torch.sigmoid((X @ w.T) / tau)                                  # (n, B)
     r = Y[:, None] - (F2 + P * (F1 - F2))
@@ -195,6 +222,14 @@ def population_gradients(X, Y, theta1, theta2, w, tau, Xt=None):
     one intra-op thread (``torch.set_num_threads(1)``) — on shared cores two threads spend far
     more on synchronisation than they gain. Returns ``(g_theta1, g_theta2, g_w)``, each (B, d).
     """
+    taus = _flow_state(X, Y, theta1, theta2, w, tau)
+    if Xt is not None:
+        check.finite_tensor("Xt", Xt, shape=(X.shape[1], X.shape[0]))
+    return _gradients(X, Y, theta1, theta2, w, taus, Xt)
+
+
+def _gradients(X, Y, theta1, theta2, w, tau, Xt=None):
+    """:func:`population_gradients` on checked arguments (the RK4 loop calls it four times a step)."""
     n = X.shape[0]
     Xt = X.T.contiguous() if Xt is None else Xt                         # (d, n)
     tau = torch.as_tensor(tau, dtype=X.dtype)[:, None]                  # (B, 1)
@@ -231,17 +266,11 @@ def gradient_flow(X, Y, theta1, theta2, w, tau, *, steps: int, h: float = 0.05,
     RK4 error per e-fold is the same for all τ. ``train_experts=False`` freezes the experts
     (router-only flow), used to show that with identical experts the router never moves.
     """
-    taus = torch.as_tensor(_check_tau(tau), dtype=X.dtype)
-    if int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1; got {steps!r}")
-    if not (0 < h <= 0.5):
-        raise ValueError(f"step h (in units of tau) must be in (0, 0.5]; got {h!r}")
-    B, d = w.shape
-    if theta1.shape != (B, d) or theta2.shape != (B, d) or taus.shape != (B,):
-        raise ValueError(f"theta1, theta2, w must be (B, d) = {(B, d)} and tau (B,); got "
-                         f"{tuple(theta1.shape)}, {tuple(theta2.shape)}, {tuple(taus.shape)}")
-    if X.shape[1] != d:
-        raise ValueError(f"X has dimension {X.shape[1]} but parameters have d = {d}")
+    taus = _flow_state(X, Y, theta1, theta2, w, tau)
+    steps = check.integer("steps", steps, low=1)
+    h = check.number("h", h, low=0, high=0.5, low_open=True)
+    train_experts = check.flag("train_experts", train_experts)
+    record_path = check.flag("record_path", record_path)
     dt = (h * taus)[:, None]                                            # (B, 1)
     z = [theta1.clone(), theta2.clone(), w.clone()]
     mask = 1.0 if train_experts else 0.0
@@ -249,12 +278,12 @@ def gradient_flow(X, Y, theta1, theta2, w, tau, *, steps: int, h: float = 0.05,
     Xt = X.T.contiguous()
 
     def field_(s):
-        g1, g2, gw = population_gradients(X, Y, s[0], s[1], s[2], taus, Xt)
+        g1, g2, gw = _gradients(X, Y, s[0], s[1], s[2], taus, Xt)
         return [-mask * g1, -mask * g2, -gw]
 
     wn, dn = [z[2].norm(dim=1)], [(z[0] - z[1]).norm(dim=1)]
     path = [z[2].clone()] if record_path else None
-    for _ in range(int(steps)):
+    for _ in range(steps):
         k1 = field_(z)
         k2 = field_([a + 0.5 * dt * k for a, k in zip(z, k1)])
         k3 = field_([a + 0.5 * dt * k for a, k in zip(z, k2)])
@@ -264,7 +293,7 @@ def gradient_flow(X, Y, theta1, theta2, w, tau, *, steps: int, h: float = 0.05,
         dn.append((z[0] - z[1]).norm(dim=1))
         if record_path:
             path.append(z[2].clone())
-    return FlowResult(tau=taus.numpy(), t_over_tau=h * np.arange(int(steps) + 1),
+    return FlowResult(tau=taus.numpy(), t_over_tau=h * np.arange(steps + 1),
                       w_norm=torch.stack(wn).numpy(), delta_norm=torch.stack(dn).numpy(),
                       w_final=z[2].numpy(), delta_final=(z[0] - z[1]).numpy(),
                       w_path=torch.stack(path).numpy() if record_path else None)
@@ -276,13 +305,16 @@ def naive_gradient_flow_step(X, Y, theta1, theta2, w, tau, h: float = 0.05):
     Kept beside :func:`gradient_flow` for the benchmark and for a correctness test (both must give
     the same state after a step).
     """
+    tau = _flow_state(X, Y, theta1, theta2, w, tau).numpy()
+    h = check.number("h", h, low=0, high=0.5, low_open=True)
     out = []
     for b in range(w.shape[0]):
         tb = float(tau[b])
 
-        def field_(p):
+        def field_(p, tb=tb):    # called within this pass only; tb bound for clarity
             p = [q.detach().requires_grad_(True) for q in p]
-            loss = soft_risk(X, Y, p[0][None], p[1][None], p[2][None], torch.tensor([tb], dtype=X.dtype))[0]
+            tau_b = torch.tensor([tb], dtype=X.dtype)
+            loss = soft_risk(X, Y, p[0][None], p[1][None], p[2][None], tau_b)[0]
             grads = torch.autograd.grad(loss, p)
             return [-g for g in grads]
 
@@ -292,7 +324,8 @@ def naive_gradient_flow_step(X, Y, theta1, theta2, w, tau, h: float = 0.05):
         k2 = field_([a + 0.5 * dt * k for a, k in zip(z, k1)])
         k3 = field_([a + 0.5 * dt * k for a, k in zip(z, k2)])
         k4 = field_([a + dt * k for a, k in zip(z, k3)])
-        out.append([a + dt / 6.0 * (q1 + 2 * q2 + 2 * q3 + q4) for a, q1, q2, q3, q4 in zip(z, k1, k2, k3, k4)])
+        out.append([a + dt / 6.0 * (q1 + 2 * q2 + 2 * q3 + q4)
+                    for a, q1, q2, q3, q4 in zip(z, k1, k2, k3, k4)])
     return tuple(torch.stack([o[i] for o in out]) for i in range(3))
 
 
@@ -308,11 +341,18 @@ def symmetric_start(X, Y, B: int, *, scale_w: float, scale_delta: float, seed: i
     compares rates, not lucky initial directions (a random δ nearly orthogonal to the fastest
     mode delays its dominance by many e-folds).
     """
+    check.finite_tensor("X", X, ndim=2)
+    check.finite_tensor("Y", Y, shape=(X.shape[0],))
+    B = check.integer("B", B, low=1)
+    scale_w = check.number("scale_w", scale_w, low=0)
+    scale_delta = check.number("scale_delta", scale_delta, low=0)
+    seed = check.integer("seed", seed, low=0)
+    scale_with_tau, shared = check.flag("scale_with_tau", scale_with_tau), check.flag("shared", shared)
     d = X.shape[1]
-    g = torch.Generator().manual_seed(int(seed))
-    tb = torch.ones(B, dtype=X.dtype) if tau is None else torch.as_tensor(_check_tau(tau), dtype=X.dtype)
-    if tb.shape != (B,):
-        raise ValueError(f"tau must have B = {B} entries; got {tuple(tb.shape)}")
+    g = torch.Generator().manual_seed(seed)
+    tb = torch.ones(B, dtype=X.dtype) if tau is None else torch.as_tensor(check.temperatures("tau", tau),
+                                                                          dtype=X.dtype)
+    check.require(tb.shape == (B,), "tau.shape", tuple(tb.shape), f"({B},): one temperature per trajectory")
     theta_bar = torch.linalg.lstsq(X, Y[:, None]).solution[:, 0]
     nb = 1 if shared else B
     rw = torch.randn(nb, d, generator=g, dtype=X.dtype).expand(B, d)
@@ -329,23 +369,31 @@ def fit_growth_rate(res: FlowResult, lo: float, hi: float, relative_to_tau: bool
     """Least-squares slope of ``log |w|`` against time over the window ``lo ≤ |w| ≤ hi``
     (``lo·τ ≤ |w| ≤ hi·τ`` if ``relative_to_tau``).
 
-    Returns ``(rate·τ, rate)`` per trajectory (B,) each; NaN where the window has < 5 points.
-    The window must sit in the linear regime (``|w|/τ ≪ 1``) after the slower modes have decayed.
+    Returns ``(rate·τ, rate)`` per trajectory (B,) each.  The window must sit in the linear
+    regime (``|w|/τ ≪ 1``) after the slower modes have decayed, and hold ≥ 5 steps of every
+    trajectory (fewer: a ValueError naming the trajectory — widen the window or run more steps).
     """
-    if not (0 < lo < hi):
-        raise ValueError(f"need 0 < lo < hi; got lo={lo!r}, hi={hi!r}")
-    rate_tau = np.full(res.tau.shape, np.nan)
+    check.instance("res", res, FlowResult, "a FlowResult (from gradient_flow)")
+    lo = check.positive("lo", lo)
+    hi = check.number("hi", hi, low=lo, low_open=True)
+    relative_to_tau = check.flag("relative_to_tau", relative_to_tau)
+    rate_tau = np.empty(res.tau.shape)
     for b, t in enumerate(res.tau):
         rel = res.w_norm[:, b] / (t if relative_to_tau else 1.0)
         sel = (rel >= lo) & (rel <= hi)
-        if sel.sum() >= 5:
-            slope = np.polyfit(res.t_over_tau[sel], np.log(rel[sel]), 1)[0]
-            rate_tau[b] = slope          # d log|w| / d(t/τ) = rate·τ
+        check.require(int(sel.sum()) >= 5, "hi", hi, f"a window [lo, hi] = [{lo:g}, {hi:g}] that holds ≥ 5 "
+                      f"steps of every trajectory (trajectory {b}, τ = {t:g}, has {int(sel.sum())})")
+        slope = np.polyfit(res.t_over_tau[sel], np.log(rel[sel]), 1)[0]
+        rate_tau[b] = slope              # d log|w| / d(t/τ) = rate·τ
     return rate_tau, rate_tau / res.tau
 
 
 def fit_power_law(x, y):
-    """Fit ``y = C x^p`` by least squares in log–log; returns ``(p, C)``."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
+    """Fit ``y = C x^p`` by least squares in log–log; returns ``(p, C)``.  Needs ≥ 2 points at
+    ≥ 2 distinct x, all x > 0 and y > 0 (logarithms are taken)."""
+    x = check.finite_array("x", x, ndim=1, low=0, low_open=True)
+    y = check.finite_array("y", y, shape=(x.size,), low=0, low_open=True)
+    check.require(x.size >= 2, "x.size", x.size, "≥ 2 points (a slope and a prefactor)")
+    check.require(bool(np.ptp(x) > 0), "x", x, "at least 2 distinct values (a slope needs a spread in x)")
     p, logc = np.polyfit(np.log(x), np.log(y), 1)
     return float(p), float(np.exp(logc))

@@ -29,7 +29,8 @@ Two ways to evaluate population quantities, both used:
   numbers: every φ, θ, τ sees the same points, so the landscape is a smooth function that
   autograd can differentiate twice). Its error is measured by independent replicate samples.
 
-Shapes: ``n`` samples, ``S`` router parameters evaluated at once.
+Shapes: ``n`` samples, ``S`` router parameters evaluated at once.  Every public function checks
+its arguments with :mod:`moe_routing.validation` (finite tensors of the stated shapes, τ > 0).
 """
 
 from __future__ import annotations
@@ -41,26 +42,51 @@ from functools import lru_cache
 import numpy as np
 import torch
 from scipy.special import ndtr
-from scipy.stats import norm, qmc
+
+from .. import validation as check
+from .common import features
 
 _T_MAX = 9.0           # |t| beyond this carries Gaussian mass < 2e-19
 _S_BIG = 40.0          # stands in for ±∞ in the truncated moments
 
 
-def normal(alpha):
+def normal(alpha) -> np.ndarray:
+    """``n(α) = (cos α, sin α)``: the unit normal of the router line at angle α, (2,)."""
+    alpha = check.number("alpha", alpha)
     return np.array([math.cos(alpha), math.sin(alpha)])
 
 
-def normal_perp(alpha):
-    """``d n(α)/dα``: the unit vector along the router line."""
+def normal_perp(alpha) -> np.ndarray:
+    """``d n(α)/dα``: the unit vector along the router line, (2,)."""
+    alpha = check.number("alpha", alpha)
     return np.array([-math.sin(alpha), math.cos(alpha)])
 
 
-def _check_tau(tau) -> float:
-    t = float(tau)
-    if not (math.isfinite(t) and t > 0):
-        raise ValueError(f"temperature tau must be finite and > 0 (accepted range: (0, inf)); got {tau!r}")
-    return t
+def routers(phi, *, name: str = "phi", allow_empty: bool = False) -> np.ndarray:
+    """Routers ``(α, b)`` of this chart as a finite (S, 2) float array (one router (2,) gives
+    S = 1): the argument check of every function that takes a batch of routers."""
+    check.instance("name", name, str, "the argument's name, a string")
+    a = check.finite_array(name, phi, ndim=(1, 2), nonempty=not check.flag("allow_empty", allow_empty))
+    check.require(a.shape[-1] == 2 or a.size == 0, f"{name}.shape", a.shape, "(S, 2) or (2,): routers (α, b)")
+    return a.reshape(-1, 2)
+
+
+def _phi_point(phi) -> np.ndarray:
+    """One router ``(α, b)`` as a finite (2,) array."""
+    return check.finite_array("phi", phi, shape=(2,))
+
+
+def _phi_batch(phi: torch.Tensor) -> torch.Tensor:
+    """S routers as a finite torch tensor (S, 2) (one router (2,) is reshaped)."""
+    check.finite_tensor("phi", phi, ndim=(1, 2))
+    check.require(phi.shape[-1] == 2, "phi.shape", tuple(phi.shape), "(S, 2) or (2,): routers (α, b)")
+    return phi.reshape(-1, 2)
+
+
+def _sample(X: torch.Tensor, fstar: torch.Tensor) -> None:
+    """The fixed sample: inputs X (n, 2) and teacher values f*(X) (n,), finite."""
+    check.finite_tensor("X", X, shape=(None, 2))
+    check.finite_tensor("fstar", fstar, shape=(X.shape[0],))
 
 
 @dataclass(frozen=True)
@@ -68,7 +94,8 @@ class TeacherStudentConfig:
     """The teacher: line ``{n(α*)·x = b*}``, experts ``β_1`` (on ``n·x > b*``) and ``β_2``
     (rows ``(w_1, w_2, intercept)``), noise std σ.
 
-    A teacher whose two experts coincide has no partition to recover (ValueError).
+    A teacher whose two experts coincide has no partition to recover (ValueError); so has one
+    whose line leaves (nearly) all the Gaussian mass on one side, |b*| > 3.
     """
 
     teacher_angle: float = 0.0
@@ -78,20 +105,17 @@ class TeacherStudentConfig:
     noise_std: float = 0.1
 
     def __post_init__(self):
-        b = np.array([self.beta1, self.beta2], dtype=float)
-        if b.shape != (2, 3):
-            raise ValueError(f"beta1 and beta2 must each have 3 entries (x_1, x_2, intercept); got shape {b.shape}")
-        if not np.all(np.isfinite(b)):
-            raise ValueError("teacher experts must be finite")
-        if np.allclose(b[0], b[1], rtol=0, atol=1e-12):
-            raise ValueError("degenerate teacher: beta1 == beta2 (no partition to recover)")
-        if not (math.isfinite(self.teacher_angle) and math.isfinite(self.teacher_offset)):
-            raise ValueError("teacher angle and offset must be finite")
-        if abs(self.teacher_offset) > 3.0:
-            raise ValueError(f"teacher offset must be in [-3, 3] (otherwise one region is nearly empty); "
-                             f"got {self.teacher_offset!r}")
-        if not (math.isfinite(self.noise_std) and self.noise_std >= 0):
-            raise ValueError(f"noise_std must be finite and >= 0; got {self.noise_std!r}")
+        b1 = check.finite_array("beta1", self.beta1, shape=(3,))
+        b2 = check.finite_array("beta2", self.beta2, shape=(3,))
+        check.require(not np.allclose(b1, b2, rtol=0, atol=1e-12), "beta2", self.beta2,
+                      "an expert different from beta1 (degenerate teacher: beta1 == beta2 leaves no "
+                      "partition to recover)")
+        object.__setattr__(self, "teacher_angle", check.number("teacher_angle", self.teacher_angle))
+        object.__setattr__(self, "teacher_offset", check.number(
+            "teacher_offset", self.teacher_offset, low=-3.0, high=3.0))
+        object.__setattr__(self, "noise_std", check.number("noise_std", self.noise_std, low=0))
+        object.__setattr__(self, "beta1", tuple(b1.tolist()))
+        object.__setattr__(self, "beta2", tuple(b2.tolist()))
 
     @property
     def beta(self) -> np.ndarray:
@@ -108,29 +132,16 @@ class TeacherStudentConfig:
 
     def fstar(self, X: torch.Tensor) -> torch.Tensor:
         """Teacher regression function ``f*(x) = E[Y | x]`` at X (n, 2) → (n,)."""
+        check.finite_tensor("X", X, shape=(None, 2))
         u = torch.tensor(normal(self.teacher_angle), dtype=X.dtype)
         Xt = features(X)
         b = torch.tensor(self.beta, dtype=X.dtype)
         return torch.where(X @ u > self.teacher_offset, Xt @ b[0], Xt @ b[1])
 
 
-def features(X: torch.Tensor) -> torch.Tensor:
-    """``x̃ = (x_1, x_2, 1)``: (n, 2) → (n, 3)."""
-    return torch.cat([X, torch.ones_like(X[:, :1])], dim=1)
-
-
-def sobol_normal(n: int, seed: int, dtype=torch.float64) -> torch.Tensor:
-    """``2^m ≥ n`` scrambled-Sobol points mapped to N(0, I_2) (the common random numbers)."""
-    if int(n) != n or n < 16:
-        raise ValueError(f"sample size n must be an integer >= 16; got {n!r}")
-    m = int(math.ceil(math.log2(n)))
-    U = qmc.Sobol(d=2, scramble=True, seed=int(seed)).random_base2(m)
-    U = np.clip(U, 1e-15, 1 - 1e-15)
-    return torch.tensor(norm.ppf(U), dtype=dtype)
-
-
 def wrap_phi(phi) -> np.ndarray:
     """Canonical chart coordinates: α ∈ [0, π), using (α, b) ≡ (α + π, −b)."""
+    phi = _phi_point(phi)
     a, b = float(phi[0]), float(phi[1])
     k = math.floor(a / math.pi)
     a -= k * math.pi
@@ -145,6 +156,9 @@ def wrap_phi(phi) -> np.ndarray:
 
 def gate(X: torch.Tensor, phi: torch.Tensor, tau: float) -> torch.Tensor:
     """``π_1 = σ(g/τ)`` for S routers at once. X (n,2), phi (S,2) → (n,S)."""
+    tau = check.temperature("tau", tau)
+    check.finite_tensor("X", X, shape=(None, 2))
+    check.finite_tensor("phi", phi, shape=(None, 2))
     a, b = phi[:, 0], phi[:, 1]
     g = X[:, :1] * torch.cos(a) + X[:, 1:] * torch.sin(a) - b           # (n, S)
     return torch.sigmoid(g / tau)
@@ -156,7 +170,11 @@ def soft_risk(theta: torch.Tensor, phi: torch.Tensor, tau: float, X: torch.Tenso
 
     theta (S,2,3), phi (S,2) → (S,). ``noise_var`` adds the analytic σ².
     """
-    tau = _check_tau(tau)
+    tau = check.temperature("tau", tau)
+    _sample(X, fstar)
+    check.finite_tensor("phi", phi, shape=(None, 2))
+    check.finite_tensor("theta", theta, shape=(phi.shape[0], 2, 3))
+    noise_var = check.number("noise_var", noise_var, low=0)
     P = gate(X, phi, tau)                                               # (n, S)
     F = torch.einsum("nc,skc->nsk", features(X), theta)                 # (n, S, 2)
     m = P * F[..., 0] + (1 - P) * F[..., 1]
@@ -167,7 +185,8 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
     """Closed-form ``θ_τ(φ) = argmin_θ L_τ(θ, φ)``: least squares on the features
     ``z = (π_1 x̃, π_2 x̃)``. Returns ``(theta (S,2,3), profiled risk without noise (S,))``;
     differentiable in φ (the profiled soft objective ``L̄_τ``)."""
-    tau = _check_tau(tau)
+    tau = check.temperature("tau", tau)
+    _sample(X, fstar)
     P = gate(X, phi, tau)                                               # (n, S)
     Xt = features(X)                                                    # (n, 3)
     Z = torch.cat([P[..., None] * Xt[:, None, :], (1 - P)[..., None] * Xt[:, None, :]], dim=2)  # (n,S,6)
@@ -182,6 +201,7 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
 def profiled_soft(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tensor,
                   noise_var: float = 0.0) -> torch.Tensor:
     """``L̄_τ(φ) = min_θ L_τ(θ, φ)``, (S,2) → (S,)."""
+    noise_var = check.number("noise_var", noise_var, low=0)
     return soft_refit(phi, tau, X, fstar)[1] + noise_var
 
 
@@ -192,7 +212,8 @@ def profiled_soft(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.T
 def _trunc_moments(lo, hi):
     """``∫_lo^hi s^j φ(s) ds`` for j = 0, 1, 2 (arrays; empty intervals give 0)."""
     hi = np.maximum(hi, lo)
-    plo, phi_ = np.exp(-0.5 * lo ** 2) / math.sqrt(2 * math.pi), np.exp(-0.5 * hi ** 2) / math.sqrt(2 * math.pi)
+    plo = np.exp(-0.5 * lo ** 2) / math.sqrt(2 * math.pi)
+    phi_ = np.exp(-0.5 * hi ** 2) / math.sqrt(2 * math.pi)
     m0 = ndtr(hi) - ndtr(lo)
     m1 = plo - phi_
     m2 = m0 + lo * plo - hi * phi_
@@ -209,8 +230,24 @@ def _gl(nodes: int, a: float, b: float):
     return 0.5 * (b - a) * x + 0.5 * (a + b), 0.5 * (b - a) * w
 
 
-def _t_pieces(cfg: TeacherStudentConfig, phi, nodes: int):
-    """Gauss–Legendre nodes/weights in t on [−T, T], split where the teacher line meets Σ."""
+def _config(cfg) -> TeacherStudentConfig:
+    return check.instance("cfg", cfg, TeacherStudentConfig, "a TeacherStudentConfig")
+
+
+def t_pieces(cfg: TeacherStudentConfig, phi, nodes: int):
+    """Quadrature along the student line Σ = {n(α)·x = b}, in its coordinate t = n(α)^⊥·x.
+
+    Gauss–Legendre with ``nodes`` points per piece on [−T, T] (T = 9: the Gaussian mass beyond
+    is < 2e−19), split where the teacher line crosses Σ (the only kink of the integrands) and
+    where the teacher line sweeps through the Gaussian bulk (a steep but smooth transition).
+    Returns ``(t, w, n, n⊥, u·n, u·n⊥)``: nodes (T,), weights (T,) that already carry the
+    Gaussian density φ(t), the unit normal and tangent of Σ (2,), and the teacher normal u's
+    components along them.  Both the cell moments of the hard objective and the boundary
+    integral of its shape derivative are integrals over t.
+    """
+    cfg = _config(cfg)
+    phi = _phi_point(phi)
+    nodes = check.integer("nodes", nodes, low=1)
     a, b = float(phi[0]), float(phi[1])
     n, nperp = normal(a), normal_perp(a)
     u = normal(cfg.teacher_angle)
@@ -240,7 +277,7 @@ def cell_moments(cfg: TeacherStudentConfig, phi, nodes: int = 96) -> np.ndarray:
 
     Everything about the hard objective for affine experts is a quadratic form in these.
     """
-    t, wt, n, nperp, un, up = _t_pieces(cfg, phi, nodes)
+    t, wt, n, nperp, un, up = t_pieces(cfg, phi, nodes)
     b, c = float(phi[1]), cfg.teacher_offset
     big = np.full_like(t, _S_BIG)
     # student cells in s: C_1 = (b, ∞), C_2 = (−∞, b)
@@ -273,28 +310,39 @@ def cell_moments(cfg: TeacherStudentConfig, phi, nodes: int = 96) -> np.ndarray:
 
 
 def hard_refit(cfg: TeacherStudentConfig, phi, nodes: int = 96, Q=None) -> np.ndarray:
-    """``θ_k(φ) = (E[x̃x̃ᵀ 1_{C_k}])^{-1} E[x̃ Y 1_{C_k}]`` (closed-form expert refits), (2, 3)."""
-    Q = cell_moments(cfg, phi, nodes) if Q is None else Q
+    """``θ_k(φ) = (E[x̃x̃ᵀ 1_{C_k}])^{-1} E[x̃ Y 1_{C_k}]`` (closed-form expert refits), (2, 3).
+
+    A router that leaves a cell (nearly) empty has no refit (singular moments): refused.
+    """
+    _phi_point(phi)
+    check.integer("nodes", nodes, low=1)
+    Q = cell_moments(cfg, phi, nodes) if Q is None else _moments(cfg, Q)
     beta = cfg.beta
     theta = np.zeros((2, 3))
     for k in range(2):
         G = Q[k].sum(0)
-        if np.linalg.cond(G) > 1e12:
-            raise ValueError(f"router phi={list(map(float, phi))} leaves cell {k + 1} (nearly) empty; "
-                             f"use |b| <= 3")
+        check.require(np.linalg.cond(G) <= 1e12, "phi", phi,
+                      f"a router whose cell {k + 1} is not (nearly) empty: |b| ≤ 3")
         theta[k] = np.linalg.solve(G, Q[k, 0] @ beta[0] + Q[k, 1] @ beta[1])
     return theta
 
 
 def hard_risk(cfg: TeacherStudentConfig, theta, phi, nodes: int = 96, Q=None) -> float:
     """``L_0(θ, φ) = Σ_{k,j} (β_j − θ_k)ᵀ Q_kj (β_j − θ_k) + σ²`` (population, exact up to quadrature)."""
-    Q = cell_moments(cfg, phi, nodes) if Q is None else Q
-    theta = np.asarray(theta, dtype=float)
-    if theta.shape != (2, 3):
-        raise ValueError(f"theta must have shape (2, 3); got {theta.shape}")
+    theta = check.finite_array("theta", theta, shape=(2, 3))
+    _phi_point(phi)
+    check.integer("nodes", nodes, low=1)
+    Q = cell_moments(cfg, phi, nodes) if Q is None else _moments(cfg, Q)
     beta = cfg.beta
-    tot = sum(float((beta[j] - theta[k]) @ Q[k, j] @ (beta[j] - theta[k])) for k in range(2) for j in range(2))
+    tot = sum(float((beta[j] - theta[k]) @ Q[k, j] @ (beta[j] - theta[k]))
+              for k in range(2) for j in range(2))
     return tot + cfg.noise_std ** 2
+
+
+def _moments(cfg, Q) -> np.ndarray:
+    """Precomputed :func:`cell_moments` (2, 2, 3, 3), finite."""
+    _config(cfg)
+    return check.finite_array("Q", Q, shape=(2, 2, 3, 3))
 
 
 def profiled_hard(cfg: TeacherStudentConfig, phi, nodes: int = 96) -> float:
@@ -313,7 +361,7 @@ def partition_error(cfg: TeacherStudentConfig, phi, nodes: int = 96) -> float:
 
 def expert_error(cfg: TeacherStudentConfig, theta) -> float:
     """``min over relabellings of max_k |θ_k − β_π(k)|``."""
-    theta, beta = np.asarray(theta, float), cfg.beta
+    theta, beta = check.finite_array("theta", theta, shape=(2, 3)), _config(cfg).beta
     e_id = max(np.linalg.norm(theta[0] - beta[0]), np.linalg.norm(theta[1] - beta[1]))
     e_sw = max(np.linalg.norm(theta[0] - beta[1]), np.linalg.norm(theta[1] - beta[0]))
     return float(min(e_id, e_sw))
@@ -337,6 +385,12 @@ def _trunc_moments_t(lo, hi):
     return m0, m1, m2
 
 
+def _away_from_zero(v: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """``v`` with entries of modulus < eps moved to ±eps-ish by adding ±eps (keeps dv/dφ)."""
+    shift = torch.where(v >= 0, torch.full_like(v, eps), torch.full_like(v, -eps))
+    return torch.where(v.abs() < eps, v + shift, v)
+
+
 def soft_moments(cfg: TeacherStudentConfig, phi: torch.Tensor, tau: float, nodes: int = 48) -> torch.Tensor:
     """``R[s, k, j] = E[π_1^k x̃ x̃ᵀ 1{teacher region j}]`` for k = 0, 1, 2: (S, 3, 2, 3, 3).
 
@@ -347,8 +401,10 @@ def soft_moments(cfg: TeacherStudentConfig, phi: torch.Tensor, tau: float, nodes
     teacher line sweeps through the Gaussian bulk. Differentiable in φ (autograd), so the
     landscape, its gradients and Hessians come from one deterministic formula.
     """
-    tau = _check_tau(tau)
-    phi = phi.reshape(-1, 2)
+    cfg = _config(cfg)
+    tau = check.temperature("tau", tau)
+    phi = _phi_batch(phi)
+    nodes = check.integer("nodes", nodes, low=1)
     dt = phi.dtype
     alpha, b = phi[:, 0], phi[:, 1]                                     # (S,)
     cs, sn = torch.cos(alpha), torch.sin(alpha)
@@ -357,9 +413,14 @@ def soft_moments(cfg: TeacherStudentConfig, phi: torch.Tensor, tau: float, nodes
     up = -math.cos(ua) * sn + math.sin(ua) * cs                         # u·n⊥  (S,)
     c = cfg.teacher_offset
     # breakpoints in s (clamped to [−9, 9]); the teacher sweep is bounded by |t| ≤ 9
-    safe_un = torch.where(un.abs() < 1e-12, torch.full_like(un, 1e-12), un)
-    bps = torch.stack([b - _LAYER * tau, b + _LAYER * tau, (c - 9.0 * up) / safe_un,
-                       (c + 9.0 * up) / safe_un], dim=1).clamp(-_T_MAX, _T_MAX)
+    # |u·n| or |u·n⊥| below 1e-12 is shifted away from 0 by 1e-12 *additively*: a constant in
+    # its place would cut the dependence on α, and autograd would miss the (delta-like) change
+    # of the teacher's t-range across s = c/un when the router is parallel to the teacher
+    # (found at α = α*: gradient and Hessian wrong there, values right)
+    safe_un = _away_from_zero(un)
+    safe_up = _away_from_zero(up)
+    bps = torch.stack([b - _LAYER * tau, b + _LAYER * tau, (c - 9.0 * safe_up) / safe_un,
+                       (c + 9.0 * safe_up) / safe_un], dim=1).clamp(-_T_MAX, _T_MAX)
     edges = torch.cat([torch.full_like(b[:, None], -_T_MAX), torch.sort(bps, dim=1).values,
                        torch.full_like(b[:, None], _T_MAX)], dim=1)     # (S, 6)
     x, w = _leggauss(int(nodes))
@@ -369,7 +430,6 @@ def soft_moments(cfg: TeacherStudentConfig, phi: torch.Tensor, tau: float, nodes
     ws = (0.5 * (hi - lo) * w).reshape(len(b), -1) * torch.exp(-0.5 * s ** 2) / math.sqrt(2 * math.pi)
     gate1 = torch.sigmoid((s - b[:, None]) / tau)                       # (S, N)
     # t-moments of the teacher regions: region 1 = {t·up > c − s·un}
-    safe_up = torch.where(up.abs() < 1e-12, torch.full_like(up, 1e-12), up)
     tT = ((c - s * un[:, None]) / safe_up[:, None]).clamp(-40.0, 40.0)
     big = torch.full_like(tT, 40.0)
     pos = (safe_up > 0)[:, None]
@@ -425,6 +485,9 @@ def soft_risk_quad(cfg: TeacherStudentConfig, theta: torch.Tensor, phi: torch.Te
                    nodes: int = 48) -> torch.Tensor:
     """Population ``L_τ(θ, φ)`` by quadrature: theta (S,2,3), phi (S,2) → (S,) (noise included)."""
     R = soft_moments(cfg, phi, tau, nodes)
+    check.finite_tensor("theta", theta, ndim=(2, 3))
+    check.require(tuple(theta.shape[-2:]) == (2, 3) and theta.numel() == 6 * R.shape[0], "theta.shape",
+                  tuple(theta.shape), f"({R.shape[0]}, 2, 3): two affine experts per router")
     return _risk_from_moments(cfg, R, theta.reshape(-1, 2, 3)) + cfg.noise_std ** 2
 
 

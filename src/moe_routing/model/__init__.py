@@ -6,18 +6,20 @@ one evaluation path.
 """
 
 from .config import ACTIVATIONS, BACKENDS, GATE_MODES, MoEConfig
-from .evaluate import (ExactMatch, RoutingRecord, collect_routing, exact_match, greedy_complete,
-                       model_valid_mass, valid_next_token_mass)
+from .evaluate import (ExactMatch, RoutingRecord, ValidMass, collect_routing, exact_match,
+                       greedy_complete, valid_next_mass)
 from .losses import (IGNORE_INDEX, OBJECTIVES, LossParts, load_balancing_loss,
                      next_token_cross_entropy, objective_loss, router_z_loss, task_router_loss,
                      task_to_expert)
+from .parameters import ParameterCount, parameter_count
 from .train import History, TrainConfig, TrainData, build_and_train, train
 from .transformer import ModelOutput, MoETransformer
 
 __all__ = [
     "ACTIVATIONS", "BACKENDS", "GATE_MODES", "IGNORE_INDEX", "OBJECTIVES", "ExactMatch",
-    "History", "LossParts", "RoutingRecord", "collect_routing", "ModelOutput", "MoEConfig", "MoETransformer", "TrainConfig",
-    "TrainData", "build_and_train", "exact_match", "greedy_complete", "load_balancing_loss",
-    "model_valid_mass", "next_token_cross_entropy", "objective_loss", "router_z_loss",
-    "task_router_loss", "task_to_expert", "train", "valid_next_token_mass",
+    "History", "LossParts", "ModelOutput", "MoEConfig", "MoETransformer", "ParameterCount",
+    "RoutingRecord", "TrainConfig", "TrainData", "ValidMass", "build_and_train",
+    "collect_routing", "exact_match", "greedy_complete", "load_balancing_loss",
+    "next_token_cross_entropy", "objective_loss", "parameter_count", "router_z_loss",
+    "task_router_loss", "task_to_expert", "train", "valid_next_mass",
 ]

@@ -9,17 +9,14 @@ of the residual stream, experts of unequal size); they are all plain fields here
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import asdict, dataclass, replace
+
+from ..validation import choice, fail, integer, positive, require
+from .checks import flag
 
 GATE_MODES = ("switch", "renormalised")
 BACKENDS = ("sorted", "grouped", "loop", "dense")
 ACTIVATIONS = ("relu", "gelu")
-
-
-def _require(ok: bool, name: str, value, accepted: str) -> None:
-    if not ok:
-        raise ValueError(f"MoEConfig.{name} = {value!r} is invalid; accepted: {accepted}")
 
 
 @dataclass(frozen=True)
@@ -89,58 +86,56 @@ class MoEConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
-        # Accept numpy / torch integers (a dataset's sizes often are) and store plain ints.
-        for name in ("vocab_size", "max_len", "d_model", "n_heads", "d_head", "n_experts",
-                     "d_expert", "top_k"):
-            value = getattr(self, name)
-            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-                object.__setattr__(self, name, int(value))
-        if self.expert_sizes is not None:
-            object.__setattr__(self, "expert_sizes", tuple(
-                int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
-                for v in self.expert_sizes))
-        _require(isinstance(self.vocab_size, int) and self.vocab_size >= 2, "vocab_size",
-                 self.vocab_size, "an integer ≥ 2")
-        _require(isinstance(self.max_len, int) and self.max_len >= 1, "max_len", self.max_len,
-                 "an integer ≥ 1")
-        _require(isinstance(self.d_model, int) and self.d_model >= 1, "d_model", self.d_model,
-                 "an integer ≥ 1")
-        _require(isinstance(self.n_heads, int) and self.n_heads >= 1, "n_heads", self.n_heads,
-                 "an integer ≥ 1")
+        # NumPy / torch scalars are accepted (a dataset's sizes often are) and stored as plain
+        # Python values, so that a config built from them is equal to one built from ints.
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        def int_field(name, low, high=None):
+            put(name, integer(f"MoEConfig.{name}", getattr(self, name), low=low, high=high))
+
+        int_field("vocab_size", 2)
+        for name in ("max_len", "d_model", "n_heads", "n_experts", "d_expert"):
+            int_field(name, 1)
         if self.d_head is None:
-            _require(self.d_model % self.n_heads == 0, "d_head", self.d_head,
-                     f"an explicit integer ≥ 1 when n_heads={self.n_heads} does not divide "
-                     f"d_model={self.d_model}")
+            require(self.d_model % self.n_heads == 0, "MoEConfig.d_head", self.d_head,
+                    f"an explicit integer ≥ 1 when n_heads={self.n_heads} does not divide "
+                    f"d_model={self.d_model}")
         else:
-            _require(isinstance(self.d_head, int) and self.d_head >= 1, "d_head", self.d_head,
-                     "an integer ≥ 1 (or None for d_model // n_heads)")
-        _require(isinstance(self.n_experts, int) and self.n_experts >= 1, "n_experts",
-                 self.n_experts, "an integer ≥ 1")
-        _require(isinstance(self.d_expert, int) and self.d_expert >= 1, "d_expert",
-                 self.d_expert, "an integer ≥ 1")
-        _require(isinstance(self.top_k, int) and 1 <= self.top_k <= self.n_experts, "top_k",
-                 self.top_k, f"an integer in [1, n_experts={self.n_experts}]")
-        _require(isinstance(self.router_temperature, (int, float))
-                 and self.router_temperature > 0, "router_temperature",
-                 self.router_temperature, "a number > 0")
-        _require(self.gate in GATE_MODES, "gate", self.gate, ", ".join(GATE_MODES))
-        _require(self.activation in ACTIVATIONS, "activation", self.activation,
-                 ", ".join(ACTIVATIONS))
-        _require(self.backend in BACKENDS, "backend", self.backend, ", ".join(BACKENDS))
-        _require(self.init_std > 0, "init_std", self.init_std, "a number > 0")
+            int_field("d_head", 1)
+        int_field("top_k", 1)
+        require(1 <= self.top_k <= self.n_experts, "MoEConfig.top_k", self.top_k,
+                f"an integer in [1, n_experts={self.n_experts}]")
+        put("router_temperature", positive("MoEConfig.router_temperature",
+                                           self.router_temperature))
+        put("init_std", positive("MoEConfig.init_std", self.init_std))
+        for name in ("attn_bias", "router_bias", "layernorm", "unembed_bias"):
+            put(name, flag(f"MoEConfig.{name}", getattr(self, name)))
+        choice("MoEConfig.gate", self.gate, GATE_MODES)
+        choice("MoEConfig.activation", self.activation, ACTIVATIONS)
+        choice("MoEConfig.backend", self.backend, BACKENDS)
         if self.expert_sizes is not None:
-            sizes = tuple(self.expert_sizes)
-            _require(len(sizes) == self.n_experts, "expert_sizes", self.expert_sizes,
-                     f"a sequence of n_experts={self.n_experts} integers")
-            _require(all(isinstance(s, int) and 0 <= s <= self.d_expert for s in sizes),
-                     "expert_sizes", self.expert_sizes,
-                     f"integers in [0, d_expert={self.d_expert}]")
-            object.__setattr__(self, "expert_sizes", sizes)
+            accepted = (f"a sequence of n_experts={self.n_experts} integers in "
+                        f"[0, d_expert={self.d_expert}]")
+            try:
+                sizes = tuple(self.expert_sizes)
+            except TypeError:
+                fail("MoEConfig.expert_sizes", self.expert_sizes, accepted)
+            require(len(sizes) == self.n_experts, "MoEConfig.expert_sizes", self.expert_sizes,
+                    accepted)
+            put("expert_sizes", tuple(integer(f"MoEConfig.expert_sizes[{i}]", s, low=0,
+                                              high=self.d_expert)
+                                      for i, s in enumerate(sizes)))
         if self.router_block is not None:
-            start, stop = self.router_block
-            _require(0 <= start < stop <= self.d_model, "router_block", self.router_block,
-                     f"(start, stop) with 0 ≤ start < stop ≤ d_model={self.d_model}")
-            object.__setattr__(self, "router_block", (int(start), int(stop)))
+            accepted = f"(start, stop) with 0 ≤ start < stop ≤ d_model={self.d_model}"
+            try:
+                start, stop = self.router_block
+            except (TypeError, ValueError):
+                fail("MoEConfig.router_block", self.router_block, accepted)
+            start = integer("MoEConfig.router_block[0]", start, low=0)
+            stop = integer("MoEConfig.router_block[1]", stop, high=self.d_model)
+            require(start < stop, "MoEConfig.router_block", self.router_block, accepted)
+            put("router_block", (start, stop))
 
     @classmethod
     def dense(cls, vocab_size: int, max_len: int, d_ff: int, **kw) -> "MoEConfig":
@@ -149,9 +144,9 @@ class MoEConfig:
         With a single expert the router's softmax is identically 1, so the layer is an ordinary
         FFN and the Switch gate multiplies by exactly 1.
         """
-        for bad in ("n_experts", "top_k", "d_expert"):
-            if bad in kw:
-                raise ValueError(f"MoEConfig.dense fixes {bad}; pass d_ff for the FFN width")
+        for fixed in ("n_experts", "top_k", "d_expert"):
+            require(fixed not in kw, f"MoEConfig.dense({fixed}=…)", kw.get(fixed),
+                    "no value: the dense layer fixes it; pass d_ff for the FFN width")
         return cls(vocab_size=vocab_size, max_len=max_len, n_experts=1, top_k=1,
                    d_expert=d_ff, **kw)
 

@@ -29,6 +29,8 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
+from ..validation import choice, fail
+
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -37,7 +39,7 @@ def activation_fn(name: str):
         return torch.relu
     if name == "gelu":
         return F.gelu
-    raise ValueError(f"unknown activation {name!r}; accepted: relu, gelu")
+    fail("activation", name, "one of 'relu', 'gelu'")
 
 
 @lru_cache(maxsize=None)
@@ -110,11 +112,11 @@ def dispatch_sorted(x, expert_index, gate, w1, b1, w2, b2, activation="relu", gr
     if grouped is None:
         grouped = can_group and x.device.type == "cuda"
     elif grouped and not can_group:
-        raise ValueError(
-            f"backend 'grouped' needs torch.nn.functional.grouped_mm for device "
-            f"{x.device.type!r} and dtype {x.dtype} with d_model and d_expert multiples of "
-            f"{16 // x.element_size()} (got d_model={d}, d_expert={f}); accepted dtypes: "
-            "float32, bfloat16, float16; use backend 'sorted' otherwise")
+        fail("backend", "grouped",
+             f"'grouped' only where torch.nn.functional.grouped_mm runs: device "
+             f"{x.device.type!r} and dtype {x.dtype} with d_model and d_expert multiples of "
+             f"{16 // x.element_size()} (got d_model={d}, d_expert={f}), dtypes float32, "
+             "bfloat16, float16; use backend 'sorted' otherwise")
 
     flat_e = expert_index.reshape(-1)                                     # (n k,)
     order = torch.argsort(flat_e, stable=True)                            # (n k,)
@@ -148,12 +150,11 @@ def dispatch_sorted(x, expert_index, gate, w1, b1, w2, b2, activation="relu", gr
 
 def dispatch(backend: str, x, expert_index, gate, w1, b1, w2, b2, activation="relu"):
     """Run the named backend; all return (n, d) and agree to rounding (tests: 1e-6 in float64)."""
+    choice("backend", backend, ("sorted", "grouped", "loop", "dense"))
     if backend == "sorted":
         return dispatch_sorted(x, expert_index, gate, w1, b1, w2, b2, activation)
     if backend == "grouped":
         return dispatch_sorted(x, expert_index, gate, w1, b1, w2, b2, activation, grouped=True)
     if backend == "loop":
         return dispatch_loop(x, expert_index, gate, w1, b1, w2, b2, activation)
-    if backend == "dense":
-        return dispatch_dense(x, expert_index, gate, w1, b1, w2, b2, activation)
-    raise ValueError(f"unknown dispatch backend {backend!r}; accepted: sorted, grouped, loop, dense")
+    return dispatch_dense(x, expert_index, gate, w1, b1, w2, b2, activation)

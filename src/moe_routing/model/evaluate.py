@@ -3,8 +3,8 @@
 * Exact match (paper A §4; the reading "truncate the test sentence before the object, decode
   greedily, compare with the object" is ours): :func:`exact_match`.
 * Valid-next-token mass (Theorem 4.2's guarantee ``Σ_{x∈V(w)} P(x|w) > 1 − ε``):
-  :func:`valid_next_token_mass` on logits and :func:`model_valid_mass` on a model.  Both also
-  return the *invalid* mass computed in log space, so that ε down to 1e-8 (and below in
+  :func:`valid_next_mass`, the package's one implementation, batched over a model.  It also
+  returns the *invalid* mass computed in log space, so that ε down to 1e-8 (and below in
   float64) is measured rather than lost to rounding in ``1 − mass``.
 
 Prefixes are right-padded ``(b, p)`` tensors with their lengths ``(b,)``: attention is causal,
@@ -15,12 +15,26 @@ last token, and a generated token is simply written over it.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple, Union
 
 import torch
 
+from ..validation import fail, integer, require
+from .checks import ids_in_range, tensor
 from .losses import IGNORE_INDEX
 from .transformer import MoETransformer
+
+
+def _model(model) -> MoETransformer:
+    if not isinstance(model, MoETransformer):
+        fail("model", type(model).__name__, "a MoETransformer")
+    return model
+
+
+def _tokens(name: str, value, model: MoETransformer, ndim: int = 2) -> torch.Tensor:
+    """Token ids for ``model``: an integer tensor of rank ``ndim``, non-empty, in vocabulary."""
+    tensor(name, value, "int", ndim=ndim)
+    return ids_in_range(name, value, 0, model.config.vocab_size)
 
 
 class ExactMatch(NamedTuple):
@@ -29,29 +43,26 @@ class ExactMatch(NamedTuple):
     predictions: torch.Tensor    # (b, l) long, greedy tokens (IGNORE_INDEX past each target)
 
 
-def _check_prefixes(prefixes: torch.Tensor, lengths: torch.Tensor, n_new: int, max_len: int):
-    if prefixes.dim() != 2:
-        raise ValueError(f"prefixes must be (batch, length), got shape {tuple(prefixes.shape)}")
-    if lengths.shape != (prefixes.shape[0],):
-        raise ValueError(f"lengths has shape {tuple(lengths.shape)}; expected "
-                         f"({prefixes.shape[0]},)")
-    if prefixes.shape[0] == 0:
-        return
+def _check_prefixes(model: MoETransformer, prefixes, lengths, n_new: int) -> None:
+    _tokens("prefixes", prefixes, model)
+    tensor("lengths", lengths, "int", shape=(prefixes.shape[0],))
     lo, hi = int(lengths.min()), int(lengths.max())
-    if lo < 1 or hi > prefixes.shape[1]:
-        raise ValueError(f"prefix lengths span {lo}..{hi}; accepted: 1..{prefixes.shape[1]}")
-    if hi + n_new - 1 > max_len:
-        raise ValueError(f"longest prefix ({hi}) + {n_new} generated tokens needs a context "
-                         f"of {hi + n_new - 1}; the model's max_len={max_len}")
+    require(lo >= 1 and hi <= prefixes.shape[1], "lengths range", f"{lo}..{hi}",
+            f"prefix lengths in 1..{prefixes.shape[1]} (the width of prefixes)")
+    max_len = model.config.max_len
+    require(hi + n_new - 1 <= max_len, "n_new", n_new,
+            f"at most {max_len - hi + 1}: the longest prefix ({hi}) + n_new − 1 generated "
+            f"tokens must fit the model's max_len={max_len}")
 
 
 @torch.no_grad()
 def greedy_complete(model: MoETransformer, prefixes: torch.Tensor, lengths: torch.Tensor,
                     n_new: int = 1, batch_size: int = 2048) -> torch.Tensor:
     """Greedy continuation: prefixes (b, p) right-padded, lengths (b,) → (b, n_new) tokens."""
-    if n_new < 1:
-        raise ValueError(f"n_new = {n_new}; accepted: an integer ≥ 1")
-    _check_prefixes(prefixes, lengths, n_new, model.config.max_len)
+    _model(model)
+    n_new = integer("n_new", n_new, low=1)
+    batch_size = integer("batch_size", batch_size, low=1)
+    _check_prefixes(model, prefixes, lengths, n_new)
     device = next(model.parameters()).device
     was = model.training
     model.eval()
@@ -73,7 +84,7 @@ def greedy_complete(model: MoETransformer, prefixes: torch.Tensor, lengths: torc
                 buf[rows, ln + j] = nxt
         outs.append(torch.stack(new, 1))
     model.train(was)
-    return torch.cat(outs).cpu() if outs else torch.zeros(0, n_new, dtype=torch.long)
+    return torch.cat(outs).cpu()
 
 
 @torch.no_grad()
@@ -85,59 +96,82 @@ def exact_match(model: MoETransformer, prefixes: torch.Tensor, lengths: torch.Te
     (an atomic entity is one token, l = 1), right-padded with ``IGNORE_INDEX``.  An example is
     correct when every non-padding target token is produced in order.
     """
+    _model(model)
+    tensor("targets", targets, "int", min_ndim=1)
     if targets.dim() == 1:
         targets = targets[:, None]
-    if targets.shape[0] != prefixes.shape[0]:
-        raise ValueError(f"{targets.shape[0]} targets for {prefixes.shape[0]} prefixes")
+    tensor("targets", targets, "int", shape=(getattr(prefixes, "shape", (None,))[0], None))
     valid = targets != IGNORE_INDEX
-    if not bool(valid[:, 0].all()):
-        raise ValueError("every target needs at least one token (targets[:, 0] is padding)")
+    first_pad = torch.nonzero(~valid[:, 0])
+    if first_pad.numel():
+        fail(f"targets[{int(first_pad[0, 0])}, 0]", IGNORE_INDEX,
+             "a token id: every target needs at least one token")
+    ids_in_range("targets", targets[valid], 0, model.config.vocab_size)
     pred = greedy_complete(model, prefixes, lengths, targets.shape[1], batch_size)
     ok = ((pred == targets.cpu()) | ~valid.cpu()).all(1)
     pred = pred.masked_fill(~valid.cpu(), IGNORE_INDEX)
-    acc = float(ok.float().mean()) if ok.numel() else float("nan")
-    return ExactMatch(acc, ok, pred)
+    return ExactMatch(float(ok.float().mean()), ok, pred)
 
 
-def valid_next_token_mass(logits: torch.Tensor, valid: torch.Tensor
-                          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``Σ_{x∈V} P(x)`` and ``Σ_{x∉V} P(x)`` per position, from log-space sums.
+class ValidMass(NamedTuple):
+    """Σ_{x∈V(w)} P(x|w) and Σ_{x∉V(w)} P(x|w) at every position, both from log-space sums."""
 
-    logits (..., v), valid (..., v) bool → (mass (...), invalid_mass (...)).  A position with
-    an empty valid set has mass 0 and invalid mass 1.
-    """
-    if logits.shape != valid.shape:
-        raise ValueError(f"logits {tuple(logits.shape)} and valid {tuple(valid.shape)} differ")
-    lz = torch.logsumexp(logits, -1)
-    neg = torch.tensor(float("-inf"), dtype=logits.dtype, device=logits.device)
-    lv = torch.logsumexp(torch.where(valid, logits, neg), -1)
-    li = torch.logsumexp(torch.where(valid, neg, logits), -1)
-    return (lv - lz).exp(), (li - lz).exp()
+    mass: torch.Tensor           # (b, t)
+    invalid: torch.Tensor        # (b, t)
+
+
+#: the valid sets: a bool tensor (b, t, v), or rows -> the bool tensor (len(rows), t, v)
+ValidSets = Union[torch.Tensor, Callable[[slice], torch.Tensor]]
 
 
 @torch.no_grad()
-def model_valid_mass(model: MoETransformer, tokens: torch.Tensor, valid: torch.Tensor,
-                     batch_size: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
-    """Valid-next-token mass of ``model`` at every position of ``tokens``.
+def valid_next_mass(model: MoETransformer, tokens: torch.Tensor, valid: ValidSets,
+                    batch_size: int = 512) -> ValidMass:
+    """Valid-next-token mass of ``model`` at every position of ``tokens``, batch by batch.
 
-    tokens (b, t); valid (b, t, v) bool, ``valid[i, s]`` = V(w) for the prefix w = tokens[i, :s+1]
-    → (mass (b, t), invalid_mass (b, t)) on the CPU.  Positions beyond a sequence's end carry
-    whatever ``valid`` says there; mask them out afterwards.
+    tokens (b, t) token ids.  ``valid`` says which next tokens are valid after the prefix
+    ``tokens[i, :s+1]``: either a bool tensor (b, t, v), or -- when (b, t, v) would not fit in
+    memory, as for a whole split of a large vocabulary -- a function that builds the masks of
+    one batch of rows, ``valid(rows: slice) -> BoolTensor (len(rows), t, v)`` (e.g.
+    ``lambda rows: dataset.valid_next_mask(split.prefix_node[rows, :-1])``).
+
+    Returns :class:`ValidMass` of (b, t) tensors on the CPU, in float32 at least (half-precision
+    logits are upcast before the softmax).  Both masses come from log-space sums, so an invalid
+    mass of 1e-18 is measured, not lost in ``1 − mass``.  A position with an empty valid set
+    has mass 0 and invalid mass 1.  Positions beyond a sequence's end carry whatever ``valid``
+    says there: mask them out afterwards.
     """
-    if valid.shape[:2] != tokens.shape or valid.shape[2] != model.config.vocab_size:
-        raise ValueError(f"valid has shape {tuple(valid.shape)}; expected "
-                         f"{tuple(tokens.shape) + (model.config.vocab_size,)}")
+    _model(model)
+    _tokens("tokens", tokens, model)
+    batch_size = integer("batch_size", batch_size, low=1)
+    v = model.config.vocab_size
+    whole = isinstance(valid, torch.Tensor)
+    if whole:
+        tensor("valid", valid, "bool", shape=(*tokens.shape, v))
+    elif not callable(valid):
+        fail("valid", type(valid).__name__,
+             "a bool tensor (b, t, v) or a function rows -> bool tensor (len(rows), t, v)")
     device = next(model.parameters()).device
     was = model.training
     model.eval()
     ms, inv = [], []
     for s in range(0, tokens.shape[0], batch_size):
-        logits = model(tokens[s:s + batch_size].to(device)).logits
-        m, i = valid_next_token_mass(logits, valid[s:s + batch_size].to(device))
-        ms.append(m.cpu())
-        inv.append(i.cpu())
+        rows = slice(s, min(s + batch_size, tokens.shape[0]))
+        batch = tokens[rows]
+        mask = valid[rows] if whole else tensor("valid(rows)", valid(rows), "bool",
+                                                shape=(*batch.shape, v))
+        logits = model(batch.to(device)).logits                           # (b', t, v)
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        mask = mask.to(device)
+        lz = torch.logsumexp(logits, -1)                                  # (b', t)
+        neg = torch.tensor(float("-inf"), dtype=logits.dtype, device=device)
+        lv = torch.logsumexp(torch.where(mask, logits, neg), -1)          # (b', t)
+        li = torch.logsumexp(torch.where(mask, neg, logits), -1)          # (b', t)
+        ms.append((lv - lz).exp().cpu())
+        inv.append((li - lz).exp().cpu())
     model.train(was)
-    return torch.cat(ms), torch.cat(inv)
+    return ValidMass(torch.cat(ms), torch.cat(inv))
 
 
 class RoutingRecord(NamedTuple):
@@ -154,12 +188,17 @@ def collect_routing(model: MoETransformer, inputs: torch.Tensor, task_ids: torch
                     mask: torch.Tensor | None = None, batch_size: int = 1024) -> RoutingRecord:
     """Run the model and keep the router's decisions where ``mask`` (b, t) is True (default:
     everywhere), ready for ``moe_routing.routing_metrics`` (e.g. ``routing_summary(rec.task,
-    rec.expert[:, 0], K, E, rec.probs)``)."""
+    rec.expert[:, 0], K, E, rec.probs)``).
+
+    inputs (b, t) token ids, task_ids (b,) integer, mask (b, t) bool."""
+    _model(model)
+    _tokens("inputs", inputs, model)
+    tensor("task_ids", task_ids, "int", shape=(inputs.shape[0],))
+    batch_size = integer("batch_size", batch_size, low=1)
     if mask is None:
         mask = torch.ones(inputs.shape, dtype=torch.bool)
-    if mask.shape != inputs.shape or task_ids.shape != (inputs.shape[0],):
-        raise ValueError(f"inputs {tuple(inputs.shape)}, mask {tuple(mask.shape)} and task_ids "
-                         f"{tuple(task_ids.shape)} disagree")
+    tensor("mask", mask, "bool", shape=tuple(inputs.shape))
+    require(bool(mask.any()), "mask", "all False", "at least one selected position")
     device = next(model.parameters()).device
     was = model.training
     model.eval()

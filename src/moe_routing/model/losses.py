@@ -14,6 +14,14 @@ Shape legend: ``b`` batch, ``t`` sequence, ``v`` vocabulary, ``e`` experts, ``k`
   the cross-entropy of the router softmax against the expert designated for x's task, over a
   set S of supervised positions given as an explicit mask (our choice, the paper does not say
   which positions it supervises: by default every non-padding input position of a sentence).
+
+Arguments are checked at the call (the library's idiom, :mod:`moe_routing.validation`):
+coefficients must be finite and ≥ 0, tensors must have the right dtype and shape and hold at
+least one token.  Those checks read metadata only, because these functions run in every
+training step.  The *values* of the tensors are not scanned: NaN or Inf in logits or router
+probabilities propagate to a NaN loss (the training loop stops on a non-finite loss; the data
+it is given are checked once, in ``TrainData``).  A non-empty batch whose every position is
+masked out (or ignored) is legal and gives a loss of 0.
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+
+from ..validation import choice, integer, number, require
+from .checks import tensor
 
 IGNORE_INDEX = -100
 OBJECTIVES = ("ce", "ce+lb", "ce+router")
@@ -45,13 +56,17 @@ def _upcast(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
-def _flat_mask(mask: torch.Tensor | None, n: int, device) -> torch.Tensor | None:
+def _flat_mask(mask: torch.Tensor | None, n: int, device, name: str = "mask"
+               ) -> torch.Tensor | None:
     if mask is None:
         return None
-    mask = mask.reshape(-1).to(device=device, dtype=torch.bool)
-    if mask.numel() != n:
-        raise ValueError(f"mask has {mask.numel()} entries, expected {n} (one per token)")
-    return mask
+    tensor(name, mask, "bool")
+    require(mask.numel() == n, f"{name}.numel", mask.numel(), f"{n}: one entry per token")
+    return mask.reshape(-1).to(device=device)
+
+
+def _coefficient(name: str, value) -> float:
+    return number(name, value, low=0)
 
 
 class _CrossEntropy(torch.autograd.Function):
@@ -98,9 +113,9 @@ def next_token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
     logits (..., v), targets (...) with ``ignore_index`` at padding / unsupervised positions
     (targets are already shifted: targets[:, s] is the token that follows input position s).
     """
-    if logits.shape[:-1] != targets.shape:
-        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} "
-                         "disagree on their leading (token) dimensions")
+    tensor("logits", logits, "float", min_ndim=1)
+    tensor("targets", targets, "int", shape=tuple(logits.shape[:-1]))
+    ignore_index = integer("ignore_index", ignore_index)
     flat = _upcast(logits.reshape(-1, logits.shape[-1]))                  # (n, v)
     if flat.device.type == "cpu":
         return _CrossEntropy.apply(flat, targets.reshape(-1), ignore_index)
@@ -116,6 +131,12 @@ def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
     router_probs (..., e), expert_index (..., k), mask (...) bool of tokens that count.
     ``f`` is not differentiable (a count), so the gradient flows through ``P`` as in Switch.
     """
+    alpha = _coefficient("alpha", alpha)
+    tensor("router_probs", router_probs, "float", min_ndim=1)
+    tensor("expert_index", expert_index, "int", min_ndim=1)
+    require(expert_index.shape[:-1] == router_probs.shape[:-1], "expert_index.shape",
+            tuple(expert_index.shape), f"{tuple(router_probs.shape[:-1])} + (top_k,): the "
+            f"leading (token) dimensions of router_probs")
     n_exp = router_probs.shape[-1]
     probs = router_probs.reshape(-1, n_exp)                               # (n, e)
     idx = expert_index.reshape(probs.shape[0], -1)                        # (n, k)
@@ -135,6 +156,8 @@ def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
 def router_z_loss(router_logits: torch.Tensor, beta: float = 1e-3,
                   mask: torch.Tensor | None = None) -> torch.Tensor:
     """ST-MoE z-loss ``β · mean_x logsumexp(logits_x)^2``; keeps router logits small."""
+    beta = _coefficient("beta", beta)
+    tensor("router_logits", router_logits, "float", min_ndim=1)
     z = torch.logsumexp(_upcast(router_logits), dim=-1).reshape(-1)        # (n,)
     m = _flat_mask(mask, z.shape[0], z.device)
     if m is not None:
@@ -150,10 +173,10 @@ def task_to_expert(task_ids: torch.Tensor, n_experts: int) -> torch.Tensor:
     With K tasks and E experts this is a balanced fixed assignment: every expert receives
     ⌊K/E⌋ or ⌈K/E⌉ tasks, and for K ≤ E it is one-to-one (task k → expert k).
     """
-    if n_experts < 1:
-        raise ValueError(f"n_experts = {n_experts}; accepted: an integer ≥ 1")
-    if (task_ids < 0).any():
-        raise ValueError("task ids must be ≥ 0")
+    n_experts = integer("n_experts", n_experts, low=1)
+    tensor("task_ids", task_ids, "int")
+    require(not bool((task_ids < 0).any()), "task_ids.min()", int(task_ids.min()),
+            "task ids ≥ 0")
     return task_ids % n_experts
 
 
@@ -166,19 +189,19 @@ def task_router_loss(router_logits: torch.Tensor, expert_targets: torch.Tensor,
     bool: the supervised positions S (explicit: which positions to supervise is a modelling
     choice, see the module docstring).
     """
+    tensor("router_logits", router_logits, "float", min_ndim=1)
+    tensor("expert_targets", expert_targets, "int", shape=tuple(router_logits.shape[:-1]))
     n_exp = router_logits.shape[-1]
     logits = _upcast(router_logits.reshape(-1, n_exp))                     # (n, e)
     targets = expert_targets.reshape(-1)
-    if targets.shape[0] != logits.shape[0]:
-        raise ValueError(f"expert_targets has {targets.shape[0]} entries, router_logits "
-                         f"{logits.shape[0]} tokens")
     m = _flat_mask(mask, logits.shape[0], logits.device)
     if m is not None:
         logits, targets = logits[m], targets[m]
     if targets.numel() == 0:
         return logits.sum() * 0.0
-    if int(targets.max()) >= n_exp or int(targets.min()) < 0:
-        raise ValueError(f"expert targets must lie in 0..{n_exp - 1}")
+    lo, hi = int(targets.min()), int(targets.max())
+    require(lo >= 0 and hi < n_exp, "expert_targets range", f"{lo}..{hi}",
+            f"expert ids in 0..{n_exp - 1}")
     return F.cross_entropy(logits, targets)
 
 
@@ -197,8 +220,13 @@ def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
     LB and z-loss count the non-padding tokens (targets != ignore_index).  ``z_beta`` > 0 adds
     the z-loss to any objective.
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; accepted: {', '.join(OBJECTIVES)}")
+    choice("objective", objective, OBJECTIVES)
+    lb_alpha = _coefficient("lb_alpha", lb_alpha)
+    router_alpha = _coefficient("router_alpha", router_alpha)
+    z_beta = _coefficient("z_beta", z_beta)
+    ignore_index = integer("ignore_index", ignore_index)
+    tensor("logits", logits, "float", min_ndim=2)
+    tensor("targets", targets, "int", min_ndim=1)
     zero = _upcast(logits.new_zeros(()))
     real = targets != ignore_index                                        # (b, t)
     if logits.dim() == 2 and targets.dim() == 2:
@@ -211,11 +239,13 @@ def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
     z = router_z_loss(router_logits, z_beta, real) if z_beta > 0 else zero
     rt = zero
     if objective == "ce+router":
-        if task_ids is None:
-            raise ValueError("objective 'ce+router' needs task_ids (one per sequence)")
+        require(task_ids is not None, "task_ids", task_ids,
+                "one task id per sequence: objective 'ce+router' needs them")
+        tensor("task_ids", task_ids, "int", shape=(targets.shape[0],))
         experts = task_to_expert(task_ids, router_logits.shape[-1])       # (b,)
         targets_e = experts[:, None].expand(router_logits.shape[:-1])     # (b, t)
-        mask = real if router_mask is None else router_mask
+        mask = real if router_mask is None else tensor("router_mask", router_mask, "bool",
+                                                        shape=tuple(targets.shape))
         rt = router_alpha * task_router_loss(router_logits, targets_e, mask)
     lb = _upcast(lb)
     total = ce + lb + z + rt

@@ -10,6 +10,12 @@ runs the forward pass under bfloat16 autocast; CUDA runs are not promised to be 
 
 The optimiser settings are ours (the paper does not report them): AdamW, linear warm-up then
 cosine decay to 10 % of ``lr``, gradient clipping at ``grad_clip``.
+
+Checks: ``TrainConfig`` refuses NaN, infinite and out-of-range settings (NumPy scalars are
+accepted and stored as Python values); ``TrainData`` checks dtypes, shapes, emptiness and token
+ranges once, where data enter; the loop checks the loss at every logged step (those values are
+on the host anyway) and stops with ``FloatingPointError`` on a non-finite loss rather than train
+on NaN weights.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from typing import Callable
 
 import torch
 
-from ..runtime import resolve_device, seed_everything
+from ..runtime import DEVICES, resolve_device, seed_everything
+from ..validation import choice, fail, integer, number, positive, require
+from .checks import flag, tensor
 from .config import MoEConfig
 from .losses import IGNORE_INDEX, OBJECTIVES, objective_loss
 from .transformer import MoETransformer
@@ -47,15 +55,21 @@ class TrainData:
     router_mask: torch.Tensor | None = None
 
     def __post_init__(self):
-        if self.inputs.dim() != 2 or self.inputs.shape != self.targets.shape:
-            raise ValueError(f"inputs {tuple(self.inputs.shape)} and targets "
-                             f"{tuple(self.targets.shape)} must both be (n, t)")
-        n = self.inputs.shape[0]
-        if self.task_ids is not None and tuple(self.task_ids.shape) != (n,):
-            raise ValueError(f"task_ids has shape {tuple(self.task_ids.shape)}; expected ({n},)")
-        if self.router_mask is not None and self.router_mask.shape != self.inputs.shape:
-            raise ValueError(f"router_mask has shape {tuple(self.router_mask.shape)}; expected "
-                             f"{tuple(self.inputs.shape)}")
+        tensor("TrainData.inputs", self.inputs, "int", ndim=2)
+        shape = tuple(self.inputs.shape)
+        tensor("TrainData.targets", self.targets, "int", shape=shape)
+        real = self.targets[self.targets != IGNORE_INDEX]
+        require(real.numel() > 0, "TrainData.targets", "all IGNORE_INDEX",
+                "at least one supervised target")
+        if self.task_ids is not None:
+            tensor("TrainData.task_ids", self.task_ids, "int", shape=(shape[0],))
+        for name, ids in (("inputs", self.inputs), ("targets (not ignored)", real),
+                          ("task_ids", self.task_ids)):
+            if ids is not None:
+                require(int(ids.min()) >= 0, f"TrainData.{name}.min()", int(ids.min()),
+                        "ids ≥ 0")
+        if self.router_mask is not None:
+            tensor("TrainData.router_mask", self.router_mask, "bool", shape=shape)
 
     def __len__(self) -> int:
         return self.inputs.shape[0]
@@ -70,16 +84,14 @@ class TrainData:
 
     def check_vocab(self, vocab_size: int, max_len: int) -> None:
         """ValueError when the data do not fit the model's vocabulary or context."""
-        hi = int(self.inputs.max())
+        vocab_size = integer("vocab_size", vocab_size, low=1)
+        max_len = integer("max_len", max_len, low=1)
         tgt = self.targets[self.targets != IGNORE_INDEX]
-        hi = max(hi, int(tgt.max()) if tgt.numel() else 0)
-        lo = min(int(self.inputs.min()), int(tgt.min()) if tgt.numel() else 0)
-        if lo < 0 or hi >= vocab_size:
-            raise ValueError(f"token ids span {lo}..{hi}; the model's vocab_size={vocab_size} "
-                             f"accepts 0..{vocab_size - 1}")
-        if self.inputs.shape[1] > max_len:
-            raise ValueError(f"sequences have length {self.inputs.shape[1]}; the model's "
-                             f"max_len={max_len}")
+        hi = max(int(self.inputs.max()), int(tgt.max()))
+        require(hi < vocab_size, "token ids", f"0..{hi}",
+                f"ids in 0..{vocab_size - 1} (the model's vocab_size={vocab_size})")
+        require(self.inputs.shape[1] <= max_len, "sequence length", self.inputs.shape[1],
+                f"at most the model's max_len={max_len}")
 
 
 @dataclass(frozen=True)
@@ -105,35 +117,35 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self):
-        def bad(name, accepted):
-            raise ValueError(f"TrainConfig.{name} = {getattr(self, name)!r} is invalid; "
-                             f"accepted: {accepted}")
-        if self.objective not in OBJECTIVES:
-            bad("objective", ", ".join(OBJECTIVES))
-        if (self.steps is None) == (self.epochs is None):
-            raise ValueError("TrainConfig needs exactly one of steps and epochs (an integer ≥ 1)")
-        if self.steps is not None and self.steps < 1:
-            bad("steps", "an integer ≥ 1")
-        if self.epochs is not None and self.epochs < 1:
-            bad("epochs", "an integer ≥ 1")
-        if not self.lr > 0:
-            bad("lr", "a number > 0")
-        if self.batch_size < 1:
-            bad("batch_size", "an integer ≥ 1")
-        if self.weight_decay < 0:
-            bad("weight_decay", "a number ≥ 0")
-        if self.warmup_steps < 0:
-            bad("warmup_steps", "an integer ≥ 0")
-        if self.schedule not in SCHEDULES:
-            bad("schedule", ", ".join(SCHEDULES))
-        if self.lb_alpha < 0 or self.router_alpha < 0 or self.z_beta < 0:
-            raise ValueError("TrainConfig loss coefficients (lb_alpha, router_alpha, z_beta) "
-                             "must be ≥ 0")
-        if self.log_every < 1:
-            bad("log_every", "an integer ≥ 1")
-        resolve_device(self.device)      # validates the name (and cuda availability)
+        # NaN, ±Inf and degenerate settings are refused; NumPy scalars are stored as Python
+        # values so that the config (and its JSON) equals one built from Python numbers.
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        def field(name):
+            return f"TrainConfig.{name}"
+
+        choice(field("objective"), self.objective, OBJECTIVES)
+        require((self.steps is None) != (self.epochs is None), field("steps/epochs"),
+                (self.steps, self.epochs), "exactly one of steps and epochs (an integer ≥ 1)")
+        for name in ("steps", "epochs"):
+            if getattr(self, name) is not None:
+                put(name, integer(field(name), getattr(self, name), low=1))
+        put("lr", positive(field("lr"), self.lr))
+        put("batch_size", integer(field("batch_size"), self.batch_size, low=1))
+        put("warmup_steps", integer(field("warmup_steps"), self.warmup_steps, low=0))
+        put("log_every", integer(field("log_every"), self.log_every, low=1))
+        put("seed", integer(field("seed"), self.seed, low=0))
+        for name in ("weight_decay", "grad_clip", "lb_alpha", "router_alpha", "z_beta"):
+            put(name, number(field(name), getattr(self, name), low=0))
+        choice(field("schedule"), self.schedule, SCHEDULES)
+        for name in ("amp", "progress"):
+            put(name, flag(field(name), getattr(self, name)))
+        choice(field("device"), self.device, DEVICES)
+        resolve_device(self.device)      # and CUDA availability
 
     def total_steps(self, n_examples: int) -> int:
+        n_examples = integer("n_examples", n_examples, low=1)
         if self.steps is not None:
             return self.steps
         return self.epochs * math.ceil(n_examples / self.batch_size)
@@ -182,11 +194,21 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
     """
     from tqdm.auto import tqdm
 
+    if not isinstance(model, MoETransformer):
+        fail("model", type(model).__name__, "a MoETransformer")
+    if not isinstance(data, TrainData):
+        fail("data", type(data).__name__, "a TrainData")
+    if not isinstance(cfg, TrainConfig):
+        fail("cfg", type(cfg).__name__, "a TrainConfig")
+    if eval_fn is not None and not callable(eval_fn):
+        fail("eval_fn", eval_fn, "None or a function model -> dict")
+    if eval_every is not None:
+        eval_every = integer("eval_every", eval_every, low=1)
     device = resolve_device(cfg.device)
     mcfg = model.config
     data.check_vocab(mcfg.vocab_size, mcfg.max_len)
-    if cfg.objective == "ce+router" and data.task_ids is None:
-        raise ValueError("objective 'ce+router' needs TrainData.task_ids")
+    require(cfg.objective != "ce+router" or data.task_ids is not None, "TrainData.task_ids",
+            None, "one task id per sequence: objective 'ce+router' needs them")
     model.to(device)
     inputs, targets = data.inputs.to(device), data.targets.to(device)
     task_ids = data.task_ids.to(device) if data.task_ids is not None else None
@@ -227,6 +249,10 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
         tokens += idx.numel() * inputs.shape[1]
         if step % cfg.log_every == 0 or step == total - 1:
             vals = parts.as_floats()
+            if not math.isfinite(vals["total"]):
+                raise FloatingPointError(
+                    f"the {cfg.objective} loss became {vals['total']} at step {step} "
+                    f"(parts {vals}); lower TrainConfig.lr={cfg.lr} or raise grad_clip")
             hist.step.append(step)
             for key in ("total", "ce", "lb", "z", "router"):
                 getattr(hist, key).append(vals[key])
@@ -258,6 +284,12 @@ def build_and_train(model_cfg: MoEConfig, data: TrainData, cfg: TrainConfig,
                     eval_fn: Callable[[MoETransformer], dict] | None = None,
                     eval_every: int | None = None) -> tuple[MoETransformer, History]:
     """Seed, build a fresh model from ``model_cfg`` and train it: the reproducible entry point."""
+    if not isinstance(model_cfg, MoEConfig):
+        fail("model_cfg", type(model_cfg).__name__, "a MoEConfig")
+    if not isinstance(data, TrainData):
+        fail("data", type(data).__name__, "a TrainData")
+    if not isinstance(cfg, TrainConfig):
+        fail("cfg", type(cfg).__name__, "a TrainConfig")
     data.check_vocab(model_cfg.vocab_size, model_cfg.max_len)   # fail before any work
     seed_everything(cfg.seed)
     model = MoETransformer(model_cfg)

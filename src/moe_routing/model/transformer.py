@@ -23,7 +23,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import MoEConfig
+from ..validation import choice, fail, integer, number, require
+from .checks import finite_values, flag, tensor
+from .config import BACKENDS, MoEConfig
 from .dispatch import dispatch
 
 
@@ -165,7 +167,7 @@ class MoETransformer(nn.Module):
     def __init__(self, cfg: MoEConfig):
         super().__init__()
         if not isinstance(cfg, MoEConfig):
-            raise ValueError(f"MoETransformer needs a MoEConfig, got {type(cfg).__name__}")
+            fail("cfg", type(cfg).__name__, "a MoEConfig")
         self.config = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
@@ -205,13 +207,20 @@ class MoETransformer(nn.Module):
         ``logits_mask`` (b, t) bool: compute logits only there (training skips padding this way:
         the unembedding and the softmax over the vocabulary are most of a step's cost); then
         ``logits`` is (m, v) for the m selected positions in row-major order.
+
+        Checks read metadata only (this runs in every training step): the token *values* are
+        checked where data enter (``TrainData``, the evaluation functions); an id outside the
+        vocabulary is an ``IndexError`` of the embedding.
         """
         cfg = self.config
-        if idx.dim() != 2:
-            raise ValueError(f"idx must be (batch, seq) token ids, got shape {tuple(idx.shape)}")
+        tensor("idx", idx, "int", ndim=2)
         b, t = idx.shape
-        if t > cfg.max_len:
-            raise ValueError(f"sequence length {t} exceeds max_len={cfg.max_len}")
+        require(t <= cfg.max_len, "idx.shape[1]", t, f"at most max_len={cfg.max_len}")
+        return_internals = flag("return_internals", return_internals)
+        if backend is not None:
+            choice("backend", backend, BACKENDS)
+        if logits_mask is not None:
+            tensor("logits_mask", logits_mask, "bool", shape=(b, t), nonempty=False)
         pos = torch.arange(t, device=idx.device)
         a = self.tok_emb(idx) + self.pos_emb(pos)                         # (b, t, d)
         attn_out, att, heads = self.attn(self.ln_attn(a), return_internals)
@@ -241,15 +250,12 @@ class MoETransformer(nn.Module):
         expert's output is replaced by 0 (the token keeps only its residual stream);
         ``"reroute"``: the router may not pick it (its probability is 0, the next best expert
         takes the token).  Undo with :meth:`restore_experts`."""
-        if mode not in ("zero", "reroute"):
-            raise ValueError(f"knock-out mode {mode!r}; accepted: zero, reroute")
-        experts = list(experts)
+        choice("mode", mode, ("zero", "reroute"))
         n = self.config.n_experts
-        bad = [e for e in experts if not 0 <= int(e) < n]
-        if bad:
-            raise ValueError(f"expert ids {bad} out of range; accepted: 0..{n - 1}")
-        if mode == "reroute" and len(set(experts)) >= n:
-            raise ValueError("reroute mode must leave at least one expert alive")
+        experts = [integer(f"experts[{i}]", e, low=0, high=n - 1)
+                   for i, e in enumerate(experts)]
+        require(mode == "zero" or len(set(experts)) < n, "experts", experts,
+                "at most n_experts − 1 distinct experts: reroute mode must leave one alive")
         self.expert_alive.fill_(1.0)
         self.expert_alive[experts] = 0.0
         self.knockout_mode = mode
@@ -276,17 +282,23 @@ class MoETransformer(nn.Module):
         """
         state = dict(self.named_parameters())
         state.update(dict(self.named_buffers()))
+        if not hasattr(weights, "items"):
+            fail("weights", type(weights).__name__, "a mapping name -> tensor")
         for name, value in weights.items():
-            if name not in state:
-                raise ValueError(f"unknown weight {name!r}; accepted: {', '.join(sorted(state))}")
-            value = torch.as_tensor(value)
-            if tuple(value.shape) != tuple(state[name].shape):
-                raise ValueError(f"weight {name!r} has shape {tuple(value.shape)}; "
-                                 f"expected {tuple(state[name].shape)}")
+            choice("weights name", name, sorted(state))
+            try:
+                value = torch.as_tensor(value)
+            except (TypeError, ValueError, RuntimeError):
+                fail(f"weights[{name!r}]", type(value).__name__, "a tensor or array")
+            require(tuple(value.shape) == tuple(state[name].shape), f"weights[{name!r}].shape",
+                    tuple(value.shape), f"{tuple(state[name].shape)}")
+            if value.is_floating_point():
+                finite_values(f"weights[{name!r}]", value)
             state[name].copy_(value)
 
     def param_groups(self, weight_decay: float) -> list[dict]:
         """AdamW groups: decay matrices (dim ≥ 2), not biases/LayerNorm gains."""
+        weight_decay = float(number("weight_decay", weight_decay, low=0))
         decay = [p for p in self.parameters() if p.requires_grad and p.dim() >= 2]
         rest = [p for p in self.parameters() if p.requires_grad and p.dim() < 2]
         return [{"params": decay, "weight_decay": weight_decay},

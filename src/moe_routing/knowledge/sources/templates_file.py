@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from ...validation import require
 from ..templates import Template
 
 TEMPLATES_PER_RELATION = 5
@@ -77,7 +78,6 @@ def object_slot_conflicts(templates) -> list:
 
 def relation_spec(rid: str, path: str | None = None) -> dict:
     specs = template_file(path)
-    if rid not in specs:
-        raise ValueError(f"no templates for relation {rid!r} in the template file; "
-                         f"{len(specs)} relations have some")
+    require(isinstance(rid, str) and rid in specs, "rid", rid,
+            f"a relation with templates in the template file ({len(specs)} have some)")
     return specs[rid]

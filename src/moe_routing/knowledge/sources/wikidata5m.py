@@ -36,7 +36,13 @@ Errors: a missing file raises :class:`WikiData5MFileError` (a ``FileNotFoundErro
 ``ValueError``) naming what was looked for; a malformed line raises
 :class:`WikiData5MFormatError` (a ``ValueError``) naming the file and line number; a needed
 entity without an alias raises :class:`WikiData5MAliasError` (or is skipped with
-``on_missing_alias="skip"``).
+``on_missing_alias="skip"``, and named in ``WikiData5MLoad.skipped_entities``).
+
+Bounded memory on any input: a line longer than ``MAX_LINE_BYTES`` (1 MiB; real lines are
+under a few KB) is an error naming the file, the line and its byte offset -- the reader never
+holds more than one chunk and one capped line, so a file that is one 100 MB line (binary
+garbage, a wrong file) fails after reading about 1 MiB.  A damaged or truncated ``.gz`` names
+the last whole line read and the uncompressed byte offset where decompression stopped.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ from zlib import error as zlib_error
 
 import numpy as np
 
+from ...validation import choice, fail, integer, probability, require
+from ..arguments import sequence
 from ..task import KnowledgeTask
 from .templates_file import template_file
 
@@ -62,6 +70,12 @@ TRIPLE_FILES_TRANSDUCTIVE = ("wikidata5m_transductive_train.txt",
                              "wikidata5m_transductive_test.txt")
 ENTITY_FILE = "wikidata5m_entity.txt"
 RELATION_FILE = "wikidata5m_relation.txt"
+#: longest line accepted, in bytes (the longest alias line of the real files is a few KB)
+MAX_LINE_BYTES = 1 << 20
+#: bytes handed to the vectorised parsers at a time
+CHUNK_BYTES = 1 << 22
+#: bytes read per call (a damaged .gz is located to within this)
+PIECE_BYTES = 1 << 16
 
 
 class WikiData5MFileError(FileNotFoundError, ValueError):
@@ -93,6 +107,10 @@ def resolve_files(path: str | os.PathLike, triples: Sequence[str] | None = None)
     ``triples``: file names to read (``.gz`` found automatically); default: the all-triplet
     file if present, else the three transductive files (train required, valid/test if there).
     """
+    if not (isinstance(path, (str, os.PathLike)) and os.fspath(path)):
+        fail("path", path, "the path of a WikiData5M directory")
+    if triples is not None:
+        triples = sequence("triples", triples, "a sequence of file names (or None)")
     d = Path(path)
     if not d.is_dir():
         raise WikiData5MFileError(f"WikiData5M directory not found: {d}")
@@ -143,26 +161,53 @@ def _check_line(path: Path, n: int, line: bytes) -> None:
             f"{line[:80].decode('utf-8', 'replace')!r}")
 
 
-def _chunks(path: Path, size: int) -> Iterator[tuple[int, bytes]]:
-    """(number of the chunk's first line, whole lines ending in a line break)."""
-    first, carry, n = 1, b"", 0
-    try:
-        with _open_binary(path) as fh:
-            while True:
-                block = fh.read(size)
-                if not block:
-                    break
-                block = carry + block
-                cut = block.rfind(b"\n") + 1
-                carry = block[cut:]
-                if cut:
-                    body = block[:cut]
-                    yield first, body
-                    n = body.count(b"\n")
-                    first += n
-    except (EOFError, gzip.BadGzipFile, zlib_error) as e:
-        raise WikiData5MFormatError(f"{path.name}: compressed stream is damaged or truncated "
-                                    f"after line {first - 1} ({e})") from None
+def _damaged(path: Path, fh, n_lines: int, n_bytes: int, err: Exception) -> WikiData5MFormatError:
+    raw = getattr(fh, "fileobj", None)
+    where = f"; the .gz breaks near byte {raw.tell()} of {path.stat().st_size}" if raw else ""
+    return WikiData5MFormatError(
+        f"{path.name}: compressed stream is damaged or truncated after line {n_lines} "
+        f"(uncompressed byte offset {n_bytes}{where}): {err}")
+
+
+def _chunks(path: Path, size: int,
+            max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(number of the chunk's first line, whole lines ending in a line break).
+
+    Memory: one chunk of ``size`` bytes plus the unfinished line carried over, which may not
+    grow beyond ``max_line`` bytes (an error naming the line and its byte offset).  A chunk is
+    read in pieces of ``PIECE_BYTES`` so that a damaged ``.gz`` is located to within a piece."""
+    first, offset, carry = 1, 0, b""    # offset: uncompressed byte offset of ``carry``
+    with _open_binary(path) as fh:
+        while True:
+            parts, got = [carry], 0
+            try:
+                while got < size:
+                    piece = fh.read(min(PIECE_BYTES, size - got))
+                    if not piece:
+                        break
+                    parts.append(piece)
+                    got += len(piece)
+            except (EOFError, gzip.BadGzipFile, zlib_error) as e:
+                good = b"".join(parts)
+                raise _damaged(path, fh, first - 1 + good.count(b"\n"), offset + len(good),
+                               e) from None
+            if not got:
+                break
+            block = b"".join(parts)
+            del parts
+            cut = block.rfind(b"\n") + 1
+            carry = block[cut:]
+            if cut:
+                body = block[:cut]
+                del block
+                yield first, body
+                first += body.count(b"\n")
+                offset += cut
+                del body
+            if len(carry) > max_line:
+                raise WikiData5MFormatError(
+                    f"{path.name}, line {first} (byte offset {offset}): longer than {max_line} "
+                    f"bytes without a line break -- not a WikiData5M file, or a damaged one")
     if carry:
         yield first, carry + b"\n"  # last line without a line break
 
@@ -215,18 +260,22 @@ class RelationSample:
         return [(b"Q%d" % h, b"Q%d" % t) for h, t in zip(self.head.tolist(), self.tail.tolist())
                 if t >= 0]
 
-    @property
-    def objects(self):  # heads sampled (for the statistics)
-        return self.head
-
 
 def scan_triples(files: Sequence[Path], relations: set[bytes], k: int, seed: int,
-                 chunk_bytes: int = 1 << 22) -> tuple[dict[bytes, RelationSample], int]:
+                 chunk_bytes: int = CHUNK_BYTES, max_line_bytes: int = MAX_LINE_BYTES
+                 ) -> tuple[dict[bytes, RelationSample], int]:
     """One pass over the triple files; returns per-relation samples and the number of facts.
 
     Vectorised: each chunk of whole lines is validated by one regular expression (a chunk that
     fails is re-read line by line to name the bad line), parsed by ``np.fromstring`` and fed to
     the per-relation samplers; priorities are SplitMix64 hashes of (head id XOR a seed key)."""
+    k = integer("k", k, low=1)
+    seed = integer("seed", seed, low=0)
+    chunk_bytes = integer("chunk_bytes", chunk_bytes, low=1)
+    max_line_bytes = integer("max_line_bytes", max_line_bytes, low=1)
+    for r in relations:
+        require(isinstance(r, bytes) and re.fullmatch(rb"P[0-9]+", r) is not None,
+                "relations", r, "Wikidata property ids as bytes, e.g. b'P36'")
     seed_key = np.uint64(int.from_bytes(hashlib.blake2b(str(int(seed)).encode(),
                                                         digest_size=8).digest(), "big"))
     rel_ids = np.array(sorted(int(r[1:]) for r in relations), dtype=np.int64)
@@ -234,7 +283,7 @@ def scan_triples(files: Sequence[Path], relations: set[bytes], k: int, seed: int
     by_id = {int(r[1:]): samples[r] for r in relations}
     n_facts = 0
     for path in files:
-        for first, body in _chunks(path, chunk_bytes):
+        for first, body in _chunks(path, chunk_bytes, max_line_bytes):
             if not _LINES_OK.fullmatch(body):
                 for i, line in enumerate(body.split(b"\n")[:-1]):
                     _check_line(path, first + i, line)
@@ -258,18 +307,24 @@ def scan_triples(files: Sequence[Path], relations: set[bytes], k: int, seed: int
     return samples, n_facts
 
 
-def read_aliases(path: Path, needed: set[bytes], chunk_bytes: int = 1 << 22) -> dict[bytes, str]:
+def read_aliases(path: Path, needed: set[bytes], chunk_bytes: int = CHUNK_BYTES,
+                 max_line_bytes: int = MAX_LINE_BYTES) -> dict[bytes, str]:
     """First alias of each needed id, in one streaming pass.
 
     Vectorised per chunk: line starts and first tabs are found with NumPy, the numeric part of
     every id is parsed arithmetically, and only the lines of needed ids are decoded.  A line
     without a tab, or whose id is not Q…/P… digits, is an error naming the line."""
+    chunk_bytes = integer("chunk_bytes", chunk_bytes, low=1)
+    max_line_bytes = integer("max_line_bytes", max_line_bytes, low=1)
+    for b in needed:
+        require(isinstance(b, bytes) and re.fullmatch(rb"[QP][0-9]{1,18}", b) is not None,
+                "needed", b, "Wikidata ids as bytes, e.g. b'Q42' or b'P36'")
     want = {}
     for b in needed:
         want.setdefault(b[:1], set()).add(int(b[1:]))
     want_arr = {k: np.array(sorted(v), dtype=np.int64) for k, v in want.items()}
     out: dict[bytes, str] = {}
-    for first, body in _chunks(path, chunk_bytes):
+    for first, body in _chunks(path, chunk_bytes, max_line_bytes):
         buf = np.frombuffer(body, dtype=np.uint8)
         nl = np.flatnonzero(buf == 10)
         starts = np.r_[0, nl[:-1] + 1]
@@ -309,13 +364,19 @@ def read_aliases(path: Path, needed: set[bytes], chunk_bytes: int = 1 << 22) -> 
 
 @dataclass
 class WikiData5MLoad:
-    """What :func:`load_wikidata5m` read: the tasks and per-relation counts."""
+    """What :func:`load_wikidata5m` read: the tasks and per-relation counts.
+
+    ``skipped_entities``: ids of the sampled entities without an alias whose pairs were dropped
+    (``on_missing_alias="skip"``), shortest id first -- named, not only counted, so a report can
+    say which facts are missing; per relation, ``relations[r]["skipped_pairs"]`` counts them.
+    """
 
     tasks: list[KnowledgeTask]
     files: dict
     n_lines: int
     relations: dict[str, dict]
     seconds: float
+    skipped_entities: list[str] = field(default_factory=list)
 
 
 def load_wikidata5m(path: str | os.PathLike, *, relations: Sequence[str] | None = None,
@@ -333,27 +394,23 @@ def load_wikidata5m(path: str | os.PathLike, *, relations: Sequence[str] | None 
     on_missing_alias : "error" (default) or "skip" (drop pairs whose entity has no alias)
     """
     t0 = time.perf_counter()
-    if n_pairs < 1:
-        raise ValueError(f"n_pairs={n_pairs} outside the accepted range [1, ∞)")
-    if oversample < 1:
-        raise ValueError(f"oversample={oversample} outside the accepted range [1, ∞)")
-    if not 1 <= n_templates <= 5:
-        raise ValueError(f"n_templates={n_templates} outside the accepted range [1, 5]")
-    if on_missing_alias not in ("error", "skip"):
-        raise ValueError(f"on_missing_alias={on_missing_alias!r}; accepted: error, skip")
+    n_pairs = integer("n_pairs", n_pairs, low=1)
+    oversample = integer("oversample", oversample, low=1)
+    n_templates = integer("n_templates", n_templates, low=1, high=5)
+    seed = integer("seed", seed, low=0)
+    choice("on_missing_alias", on_missing_alias, ("error", "skip"))
+    min_pairs = n_pairs if min_pairs is None else integer("min_pairs", min_pairs, low=1)
     specs = {r: s for r, s in template_file(template_path).items() if re.fullmatch(r"P\d+", r)}
     if relations is not None:
+        relations = sequence("relations", relations,
+                             "a sequence of Wikidata property ids, e.g. ['P36']")
         missing = [r for r in relations if r not in specs]
-        if missing:
-            raise ValueError(f"no templates for relations {missing}; relations with templates: "
-                             f"{', '.join(sorted(specs, key=lambda x: int(x[1:])))}")
+        require(not missing, "relations", missing,
+                "relations with templates: " + ", ".join(sorted(specs, key=lambda x: int(x[1:]))))
         wanted = list(dict.fromkeys(relations))
     else:
-        if not 1 <= n_relations <= len(specs):
-            raise ValueError(f"n_relations={n_relations} outside the accepted range "
-                             f"[1, {len(specs)}] (relations with templates)")
+        n_relations = integer("n_relations", n_relations, low=1, high=len(specs))
         wanted = sorted(specs, key=lambda x: int(x[1:]))
-    min_pairs = n_pairs if min_pairs is None else min_pairs
     files = resolve_files(path, triples)  # all files checked before the long pass
 
     samples, n_lines = scan_triples(files["triples"], {r.encode() for r in wanted},
@@ -375,8 +432,10 @@ def load_wikidata5m(path: str | os.PathLike, *, relations: Sequence[str] | None 
     for r in wanted:
         by_name: dict[str, str] = {}
         bad: set[str] = set()
+        skipped_pairs = 0
         for h, t in cand[r]:
             if h not in names or t not in names:
+                skipped_pairs += 1
                 continue
             a, b = names[h], names[t]
             if by_name.setdefault(a, b) != b:
@@ -384,22 +443,22 @@ def load_wikidata5m(path: str | os.PathLike, *, relations: Sequence[str] | None 
         pool = [(a, b) for a, b in by_name.items() if a not in bad][:n_pairs]
         pools[r] = pool
         s = samples[r.encode()]
-        stats[r] = dict(triples=s.n_triples, heads_sampled=len(s.objects),
-                        functional=len(cand[r]), kept=len(pool),
+        stats[r] = dict(triples=s.n_triples, heads_sampled=len(s.head),
+                        functional=len(cand[r]), kept=len(pool), skipped_pairs=skipped_pairs,
                         label=rel_names.get(r.encode(), specs[r]["label"]))
     if relations is None:
         eligible = [r for r in wanted if len(pools[r]) >= min_pairs]
-        if len(eligible) < n_relations:
-            raise ValueError(f"only {len(eligible)} templated relations have ≥ {min_pairs} "
-                             f"functional pairs in these files; asked for n_relations="
-                             f"{n_relations} (lower it or min_pairs)")
+        require(len(eligible) >= n_relations, "n_relations", n_relations,
+                f"at most {len(eligible)}: only that many templated relations have "
+                f"≥ {min_pairs} functional pairs in these files (lower n_relations or "
+                f"min_pairs)")
         order = np.random.default_rng(seed).permutation(len(eligible))[:n_relations]
         chosen = [eligible[i] for i in sorted(order)]
     else:
         chosen = wanted
         empty = [r for r in chosen if not pools[r]]
-        if empty:
-            raise ValueError(f"relations {empty} have no functional pairs in these files")
+        require(not empty, "relations", empty,
+                "relations with at least one functional pair in these files (these have none)")
     tasks = [KnowledgeTask(name=r, templates=tuple(specs[r]["templates"][:n_templates]),
                            dictionary=dict(pools[r]), label=stats[r]["label"], property_id=r,
                            description="WikiData5M", meta=dict(stats[r]))
@@ -407,7 +466,8 @@ def load_wikidata5m(path: str | os.PathLike, *, relations: Sequence[str] | None 
     present = {r: v for r, v in stats.items() if v["triples"]}  # templated and in the files
     return WikiData5MLoad(tasks=tasks, files={k: [str(p) for p in v] if isinstance(v, list)
                                               else str(v) for k, v in files.items()},
-                          n_lines=n_lines, relations=present, seconds=time.perf_counter() - t0)
+                          n_lines=n_lines, relations=present, seconds=time.perf_counter() - t0,
+                          skipped_entities=[b.decode() for b in lacking])
 
 
 def write_official_format(directory: str | os.PathLike, n_lines: int, *,
@@ -422,10 +482,17 @@ def write_official_format(directory: str | os.PathLike, n_lines: int, *,
     functional.  Every entity and relation gets an alias line ``id<TAB>name<TAB>other alias``.
     The facts are random: this checks format handling, speed and memory, not knowledge.
     """
-    if n_lines < 1 or n_entities < 2:
-        raise ValueError(f"n_lines={n_lines} (≥ 1) and n_entities={n_entities} (≥ 2) required")
-    if not 0.0 <= multi_share < 1.0:
-        raise ValueError(f"multi_share={multi_share} outside the accepted range [0, 1)")
+    n_lines = integer("n_lines", n_lines, low=1)
+    n_entities = integer("n_entities", n_entities, low=2)
+    multi_share = probability("multi_share", multi_share, open_interval=False)
+    require(multi_share < 1, "multi_share", multi_share, "a number in [0, 1)")
+    seed = integer("seed", seed, low=0)
+    chunk = integer("chunk", chunk, low=1)
+    relations = sequence("relations", relations,
+                         "a sequence of Wikidata property ids, e.g. ['P36']")
+    require(all(isinstance(r, str) and re.fullmatch(r"P[0-9]+", r)
+                                       for r in relations),
+            "relations", relations, "a non-empty sequence of property ids such as 'P36'")
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     ext = ".gz" if gz else ""

@@ -11,6 +11,7 @@
 #   make bench                     benchmarks (speed and scale, printed as ratios)
 #   make lab [PORT=8888]           JupyterLab on the chapters (MyST files open as notebooks)
 #   make wheel                     the library's wheel in dist/ (pip install dist/moe_routing-*.whl)
+#   make publish REMOTE=<git url>  push the built HTML to the remote's gh-pages branch
 
 SHELL       := /bin/bash
 PYTHON      ?= python3
@@ -20,6 +21,9 @@ STAMP       := $(VENV)/.installed
 PROFILE     ?= default
 RESOLVED_DEVICE ?= $(DEVICE)
 DEVICE      ?= auto
+# The library's wheel (defined here: rule prerequisites are expanded when make reads them)
+VERSION     := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+WHEEL       := dist/moe_routing-$(VERSION)-py3-none-any.whl
 ALL_NOTEBOOKS := $(sort $(notdir $(basename $(filter-out notebooks/README.md,$(wildcard notebooks/*.md)))))
 NOTEBOOKS   ?= $(ALL_NOTEBOOKS)
 ifeq ($(PROFILE),default)
@@ -28,7 +32,8 @@ else
 HTML_OUT    := build/$(PROFILE)
 endif
 
-.PHONY: book student assignments execute html test unit bench chromium env lock clean help lab wheel
+.PHONY: book student assignments execute html test unit bench chromium env lock clean help lab wheel \
+        publish
 
 help:
 	@sed -n '/^#/!q;p' Makefile | sed 's/^# \{0,1\}//'
@@ -129,8 +134,6 @@ lab: $(STAMP)
 # The library's wheel (the science package alone, with its shipped data), built offline with
 # the environment's setuptools; rebuilt only when the library changed. The book offers it for
 # download (Execution status page) so that a downloaded chapter runs where only the book is.
-VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
-WHEEL   := dist/moe_routing-$(VERSION)-py3-none-any.whl
 $(WHEEL): $(STAMP) pyproject.toml $(shell find src -type f -not -path '*/__pycache__/*' -not -path '*.egg-info*')
 	@rm -rf build/wheel && mkdir -p dist build/wheel
 	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir build/wheel .
@@ -138,6 +141,21 @@ $(WHEEL): $(STAMP) pyproject.toml $(shell find src -type f -not -path '*/__pycac
 
 wheel: $(WHEEL)
 	@ls $(WHEEL)
+
+# Publish the built HTML of a profile (default: the book of `make book`) to the gh-pages branch
+# of REMOTE with ghp-import (.nojekyll included, which _static/ needs), from a throwaway
+# repository: the working repository gets no gh-pages branch. The branch holds the latest build.
+PUBLISH_DIR ?= $(if $(filter default,$(PROFILE)),book/_build/html,build/$(PROFILE)/_build/html)
+publish: $(STAMP)
+	@test -n "$(REMOTE)" || { echo "error: REMOTE is required: make publish REMOTE=<git url or path>" >&2; exit 2; }
+	@test -f "$(PUBLISH_DIR)/index.html" || { echo "error: no built book in $(PUBLISH_DIR) (run make book, or make html PROFILE=...)" >&2; exit 2; }
+	@site=$$(cd "$(PUBLISH_DIR)" && pwd) && rev=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown) && \
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && git -C "$$tmp" init -q && \
+	git -C "$$tmp" remote add origin "$(REMOTE)" && cd "$$tmp" && \
+	GIT_COMMITTER_NAME="$${GIT_COMMITTER_NAME:-moe-book}" GIT_COMMITTER_EMAIL="$${GIT_COMMITTER_EMAIL:-moe-book@localhost}" \
+	"$(CURDIR)/$(VENV)/bin/ghp-import" -n -p -f -r origin -b gh-pages \
+	  -m "Book built from $$rev ($(PROFILE) profile)" "$$site"
+	@echo "Published $(PUBLISH_DIR) to the gh-pages branch of $(REMOTE)"
 
 clean:
 	rm -rf build book/_build dist

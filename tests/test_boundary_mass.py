@@ -1,4 +1,4 @@
-"""Boundary mass, margins, coarea constants (paper B §2–4; checks of boundary-mass.md §9–10)."""
+"""Boundary mass, margins, coarea constants (paper B; checks of our derivations)."""
 
 import numpy as np
 import pytest

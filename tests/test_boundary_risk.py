@@ -1,4 +1,4 @@
-"""Soft/hard risks and the soft-to-hard gap (paper B §5; checks of boundary-mass.md §9)."""
+"""Soft/hard risks and the soft-to-hard gap (paper B; checks of our derivations)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Templates, tasks, tokenizer, valid next tokens and the dataset API (paper A §3)."""
+"""Templates, tasks, tokenizer, valid next tokens and the dataset API."""
 
 import numpy as np
 import pytest

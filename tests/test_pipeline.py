@@ -40,9 +40,11 @@ NB = textwrap.dedent("""\
 
     ```{{code-cell}} ipython3
     from moe_routing.ledger import Ledger
+    from moe_routing.verdicts import Verdict
     assert not fail, "asked to fail"
     ledger = Ledger(artifacts_dir, notebook="{name}")
-    ledger.record("X-{name}", measured=f"n = {{n}}", verdict="our extension",
+    ledger.record("X-{name}", measured=f"n = {{n}}",
+                  verdict=Verdict("our extension", "a test record", "test"),
                   where="test", claim="a test claim")
     print("value", n * 2)
     ```

@@ -177,7 +177,7 @@ def test_corrupted_outputs_make_the_chapter_stale(project, damage):
     assert not rec.get("skipped") and rec["status"] == "ok"
     assert any("stale" in m for m in rec["messages"]), rec["messages"]
     assert json.loads((art / "result.json").read_text()) == {"n": 1}
-    assert pl.verify_outputs(bdir, "slow", pl._read_state(state)) is None
+    assert pl.verify_outputs(bdir, "slow", pl.read_state(state)) is None
     assert run(project).get("skipped")
 
 
@@ -202,7 +202,7 @@ def test_hung_cell_times_out_with_a_clear_message_and_keeps_outputs(project):
     assert rec["status"] == "failed"
     assert "3 s cell timeout" in rec["error"] and "TIMEOUT=" in rec["error"], rec["error"]
     assert snapshot(bdir) == good
-    assert pl.verify_outputs(bdir, "slow", pl._read_state(bdir / "state" / "slow.json")) is None
+    assert pl.verify_outputs(bdir, "slow", pl.read_state(bdir / "state" / "slow.json")) is None
 
 
 def test_full_disk_at_the_atomic_write_layer(tmp_path, monkeypatch):

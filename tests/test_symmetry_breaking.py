@@ -1,5 +1,5 @@
 """Two-expert Gaussian model (paper B, Proposition 6.3): the operator M, the linearised rates
-and the simulated gradient flow. Targets from the derivation notes (boundary-mass.md §9)."""
+and the simulated gradient flow. Targets from our derivation (the symmetry-breaking chapter)."""
 
 import math
 

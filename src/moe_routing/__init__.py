@@ -9,3 +9,8 @@ by code in this package (or by a notebook cell calling it).
 """
 
 __version__ = "0.1.0"
+
+# Sub-packages and modules are imported by name (``from moe_routing.boundary import ...``).
+__all__ = ["__version__", "atomic", "boundary", "construction", "display", "experiments",
+           "fingerprint", "knowledge", "landscape", "ledger", "model", "plots",
+           "routing_metrics", "runtime", "validation", "verdicts"]

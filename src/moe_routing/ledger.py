@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from .atomic import atomic_write_json
-from .verdicts import VERDICTS, Verdict
+from .verdicts import Verdict
 
 # Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
 # without an emoji font.
@@ -133,9 +133,8 @@ class Ledger:
         """Record claim ``id`` with what was ``measured`` (built from computed values) and the
         :class:`~moe_routing.verdicts.Verdict` of its rule; returns the verdict box."""
         if isinstance(verdict, str):
-            if verdict not in VERDICTS:
-                raise ValueError(f"unknown verdict {verdict!r}; accepted: {', '.join(VERDICTS)}")
-            verdict = Verdict(verdict, "stated in the chapter (no rule yet)", "literal")
+            raise TypeError(f"verdict = {verdict!r} is a literal; accepted: the Verdict returned "
+                            "by a rule of moe_routing.verdicts (no verdict is decided by hand)")
         if not isinstance(verdict, Verdict):
             raise TypeError(f"verdict must be a moe_routing.verdicts.Verdict, got "
                             f"{type(verdict).__name__}")

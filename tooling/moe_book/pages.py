@@ -159,13 +159,14 @@ def ledger_page(project, profile: str) -> str:
         "",
         "## At a glance",
         "",
-        "| Claim | In one line | Key number | Verdict | Source | Chapter |",
-        "|---|---|---|---|---|---|",
+        "| Claim | Key number | Verdict |",
+        "|---|---|---|",
     ]
     for r in rows:
-        out.append(f"| [`{r['id']}`](#{anchor(r['id'])}) | {table_cell(r['short'])} | "
-                   f"{table_cell(r.get('key') or '—')} | {VERDICT_BADGE[r['verdict']]} | "
-                   f"{table_cell(r['source'] or '—')} | {_chapter_link(r)} |")
+        where = f" · {_chapter_link(r)}" if r["notebook"] else ""
+        src = f" *[{r['source']}]*" if r["source"] else ""
+        out.append(f"| {table_cell(r['short'])}{src}<br>[{r['id']}](#{anchor(r['id'])}){where} | "
+                   f"{table_cell(r.get('key') or '—')} | {VERDICT_BADGE[r['verdict']]} |")
     for paper, heading in PAPER_HEADINGS:
         sel = [r for r in rows if r["paper"] == paper]
         if not sel:

@@ -34,6 +34,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -211,7 +212,7 @@ def notebook_key(project: Project, name: str, params: dict, profile: str, device
 # Execution
 
 
-def _read_state(path: Path) -> dict | None:
+def read_state(path: Path) -> dict | None:
     """The state record, or ``None`` when it is missing or unreadable (a corrupt state makes
     the chapter stale, never crashes the build)."""
     try:
@@ -403,7 +404,7 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
             log(f"[{profile}] {name}: another run holds this chapter; waiting for it")
             fcntl.flock(lockf, fcntl.LOCK_EX)
         _clear_leftovers(bdir, name)
-        old = _read_state(state_path)
+        old = read_state(state_path)
         if not force and old and old.get("key") == key and old.get("status") == "ok":
             why = verify_outputs(bdir, name, old)
             if why is None:
@@ -578,11 +579,20 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
             _copy_if_changed(src, dst)
         wanted.add(dst)
     names = project.notebook_names()
+    bib = out / "bibliography.md"
+    if bib.exists():
+        # Sphinx rebuilds only changed pages, and sphinxcontrib-bibtex's list of cited works
+        # lives on the bibliography page: record the cited keys in it (a MyST comment), so that a
+        # new citation anywhere changes that page and its entries and anchors are rebuilt.
+        keys = sorted(cited_keys([project.notebook_path(n) for n in names]
+                                 + sorted(project.book_dir.glob("*.md"))))
+        text = (project.book_dir / "bibliography.md").read_text(encoding="utf-8")
+        _write_if_changed(bib, text.rstrip("\n") + "\n\n% cited: " + " ".join(keys) + "\n")
     chapters = out / "chapters"
     chapters.mkdir(exist_ok=True)
     states = {}
     for name in names:
-        states[name] = _read_state(bdir / "state" / f"{name}.json")
+        states[name] = read_state(bdir / "state" / f"{name}.json")
         exe = bdir / "executed" / f"{name}.ipynb"
         dst = chapters / f"{name}.ipynb"
         broken = exe.exists() and verify_outputs(bdir, name, states[name])
@@ -631,11 +641,23 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
     return out
 
 
+_CITE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
+
+
+def cited_keys(paths: list[Path]) -> set[str]:
+    """Every bibliography key cited with a ``{cite}`` role in the MyST files ``paths``."""
+    keys: set[str] = set()
+    for p in paths:
+        for group in _CITE.findall(p.read_text(encoding="utf-8")):
+            keys.update(k.strip() for k in group.split(",") if k.strip())
+    return keys
+
+
 def failed(project: Project, profile: str) -> list[dict]:
     bad = []
     for name in project.notebook_names():
         bdir = project.build_dir(profile)
-        st = _read_state(bdir / "state" / f"{name}.json")
+        st = read_state(bdir / "state" / f"{name}.json")
         if st is None or st.get("status") != "ok":
             bad.append(st or {"notebook": name, "status": "not executed", "error": None})
         elif (why := verify_outputs(bdir, name, st)) is not None:

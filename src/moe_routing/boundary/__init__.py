@@ -1,4 +1,4 @@
-"""Boundary mass and the soft-to-hard limit of softmax routing (paper B, arXiv 2605.02124 §2–4).
+"""Boundary mass and the soft-to-hard limit of softmax routing (paper B, arXiv 2605.02124).
 
 Modules, named after the paper's concepts:
 

@@ -1,4 +1,4 @@
-"""Coarea constants S = ∫_Σ p(x) / |∇g(x)| dH^{d−1}(x) (paper B §3–4, our derivation).
+"""Coarea constants S = ∫_Σ p(x) / |∇g(x)| dH^{d−1}(x) (paper B, our derivation).
 
 By the coarea formula, P(|g(X)| ≤ w) = ∫_{−w}^{w} ∫_{g=s} p/|∇g| dH^{d−1} ds, so for a binary
 router with |∇g| bounded away from 0 near the interface Σ = {g = 0},

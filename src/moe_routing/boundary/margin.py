@@ -3,7 +3,7 @@
 Δ(x) = a_(1)(x) − a_(2)(x) ≥ 0 (largest minus second-largest logit).  The soft gate at
 temperature τ is π_τ = softmax(a/τ); the hard gate π_0 is the one-hot of argmax a (ties, a
 null set for the routers of this book, go to the lowest index).  The two facts the risk bound
-rests on (paper B §2, our derivation):
+rests on (paper B, our derivation):
 
     1 − π_{k*,τ} ≤ (K − 1) e^{−Δ/τ},     ‖π_τ − π_0‖_1 ≤ 2 min{1, (K − 1) e^{−Δ/τ}},
 

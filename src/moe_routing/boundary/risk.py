@@ -1,4 +1,4 @@
-"""Soft and hard risks of MoE regression and the soft-to-hard gap (paper B §2 and §5).
+"""Soft and hard risks of MoE regression and the soft-to-hard gap (paper B).
 
 Model: logits a(x) from a router, expert predictions f_k(x) (|f_k| ≤ B), regression function
 f*(x) = E[Y | X = x] (|f*| ≤ B*).  Population squared-loss risks
@@ -14,13 +14,13 @@ The gap is integrated pointwise, (loss_τ − loss_0)(x), never as a difference 
 integrals, so that O(τ) gaps stay accurate for tiny τ.  Estimators:
 
 * :func:`risk_mc` — Monte Carlo with common random numbers (one sample for all τ);
-* :func:`risk_quad_1d` — graded Gauss–Legendre quadrature for d = 1 (the §9 checks);
+* :func:`risk_quad_1d` — graded Gauss–Legendre quadrature for d = 1 (the reference for the tests);
 * :func:`risk_layer_quadrature` — binary linear router, isotropic Gaussian input: exact
   quadrature along the interface normal, Monte Carlo across it (variance only from the
   directions in which nothing jumps);
 * :func:`risk_polar_2d` — sphere router in d = 2: tensor quadrature in polar coordinates.
 
-Bounds and first-order constants (our derivations, paper B §5 of the team notes):
+Bounds and first-order constants (our derivations, consistent with paper B's statements):
 
     |L_τ − L_0| ≤ 4(K−1) B (B + B*) C_m Γ(1+α) τ^α      if BM(w) ≤ C_m w^α,
 

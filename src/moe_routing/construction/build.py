@@ -1,7 +1,7 @@
 """Explicit weights for Theorems 4.1 (dense) and 4.2 (MoE) of paper A -- no training.
 
-Everything below is **our construction** (the paper's proof is not available; its ingredients
-are in ``task-routing.md`` §3 [S]); it is written into the same :class:`MoETransformer` that the
+Everything below is **our construction** (the paper's proof is not available; only a secondary
+summary of its ingredients is); it is written into the same :class:`MoETransformer` that the
 experiments train, with ``layernorm=False``, two heads, ``W_O`` a block selection ("W_O = I"),
 top-1 routing with the renormalised gate (the chosen expert's output is multiplied by exactly
 1) and ReLU experts.  Residual layout: :mod:`.layout`.

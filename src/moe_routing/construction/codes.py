@@ -1,6 +1,6 @@
 """Codes written into the residual stream of the hand-built transformer (our construction).
 
-Two codes are needed (paper A's construction, §3 of ``task-routing.md``, leaves them open [R]):
+Two codes are needed (the summaries of paper A's construction leave them open; ours):
 
 * **Entity codes** -- unit vectors ``c(e) ∈ R^{d_c}`` with small *coherence*
   ``μ = max_{e≠e'} ⟨c(e), c(e')⟩``.  One-hot codes (μ = 0) would make the embedding and the

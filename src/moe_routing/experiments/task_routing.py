@@ -70,7 +70,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..atomic import atomic_write_json
-from ..knowledge.arguments import sequence
+from ..knowledge.arguments import sequence, sequence_of
 from ..model.checks import flag
 from ..model.losses import OBJECTIVES
 from ..runtime import DEVICES, PROFILES
@@ -428,12 +428,7 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     """
     from tqdm.auto import tqdm
 
-    if isinstance(configs, ExperimentConfig):
-        fail("configs", configs, "a sequence of ExperimentConfig (a list, even of one)")
-    configs = sequence("configs", configs, "a sequence of ExperimentConfig")
-    for i, cfg in enumerate(configs):
-        if not isinstance(cfg, ExperimentConfig):
-            fail(f"configs[{i}]", type(cfg).__name__, "an ExperimentConfig")
+    configs = sequence_of("configs", configs, ExperimentConfig)
     choice("profile", profile, PROFILES)
     progress = flag("progress", progress)
     workers = integer("workers", workers, low=1)

@@ -1,4 +1,4 @@
-"""Knowledge as templates and dictionaries (paper A, §3): the data model of task routing.
+"""Knowledge as templates and dictionaries (paper A): the data model of task routing.
 
 ``Template`` (τ with wildcards ⋆1, ⋆2), ``KnowledgeTask`` (T(k), Δ_k, complexity),
 ``KnowledgeDataset`` (sentences, split, tokenizer, valid next tokens V(w) through a prefix trie),

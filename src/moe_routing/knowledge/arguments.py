@@ -24,3 +24,17 @@ def sequence(name: str, value: Any, accepted: str, *, nonempty: bool = True) -> 
     if nonempty:
         require(len(items) > 0, name, items, f"{accepted}, at least one")
     return items
+
+
+def sequence_of(name: str, value: Any, cls: type, *, nonempty: bool = True) -> list:
+    """The items of ``value`` as a list, each an instance of ``cls``; a single instance (a
+    common slip for a list of one) is refused with that hint, and a bad item is named by its
+    index."""
+    what = f"a sequence of {cls.__name__}"
+    if isinstance(value, cls):
+        fail(name, value, f"{what} (a list, even of one)")
+    items = sequence(name, value, what, nonempty=nonempty)
+    for i, item in enumerate(items):
+        if not isinstance(item, cls):
+            fail(f"{name}[{i}]", type(item).__name__, f"a {cls.__name__}")
+    return items

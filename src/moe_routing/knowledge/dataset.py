@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..validation import choice, fail, integer, probability, require
-from .arguments import sequence
+from ..validation import choice, integer, probability, require
+from .arguments import sequence, sequence_of
 from .task import KnowledgeTask
 from .templates import OBJECT, SUBJECT
 from .tokenizer import Tokenizer
@@ -135,12 +135,7 @@ class KnowledgeDataset:
     def __init__(self, tasks: Sequence[KnowledgeTask], *, seed: int = 0,
                  test_fraction: float = 0.2, split_unit: str = "sentence",
                  skipped_entities: Sequence[str] = ()):
-        if isinstance(tasks, KnowledgeTask):
-            fail("tasks", tasks, "a sequence of KnowledgeTask (a list, even of one)")
-        tasks = sequence("tasks", tasks, "a sequence of KnowledgeTask")
-        for i, t in enumerate(tasks):
-            if not isinstance(t, KnowledgeTask):
-                fail(f"tasks[{i}]", type(t).__name__, "a KnowledgeTask")
+        tasks = sequence_of("tasks", tasks, KnowledgeTask)
         names = [t.name for t in tasks]
         dup = sorted({n for n in names if names.count(n) > 1})
         require(not dup, "task names", dup, "unique names (these are repeated)")

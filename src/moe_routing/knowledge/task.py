@@ -1,4 +1,4 @@
-"""Knowledge tasks: a set of templates T(k) and a functional dictionary Δ_k (paper A, §3.1).
+"""Knowledge tasks: a set of templates T(k) and a functional dictionary Δ_k (paper A).
 
 The sentences of task k are D(k) = {τ[a, b] : τ ∈ T(k), (a, b) ∈ Δ_k}.  Its complexity is
 

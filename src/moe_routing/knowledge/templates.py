@@ -1,4 +1,4 @@
-"""Syntactic templates: token strings over Σ ∪ {⋆1, ⋆2} (paper A, §3).
+"""Syntactic templates: token strings over Σ ∪ {⋆1, ⋆2} (paper A).
 
 A template τ = w1…wL is a sentence shape with two wildcards: ⋆1 marks the subject (the key of a
 dictionary) and ⋆2 the object (its value).  Each wildcard occurs exactly once and ⋆1 comes

@@ -1,4 +1,4 @@
-"""A word-level tokenizer that keeps every entity name one atomic token (paper A, §6).
+"""A word-level tokenizer that keeps every entity name one atomic token (paper A).
 
 The paper's experiments use a custom tokenizer in which each (quoted) entity name is a single
 token, so that a dictionary entry is one key token and one value token.  Ours does the same.

@@ -1,5 +1,5 @@
-"""The dynamic half of paper B: landscape transfer (Theorem 5.17) and symmetry breaking
-(Proposition 6.3).
+"""The dynamic half of paper B: landscape transfer (B-Thm 5.17) and symmetry breaking
+(B-Prop 6.3).
 
 * :mod:`.common` — what both teacher–student models share: affine features x̃ = (x, 1) and the
   fixed scrambled-Sobol normal sample (common random numbers);
@@ -22,3 +22,7 @@
 
 Arguments are checked with :mod:`moe_routing.validation` (one idiom for the whole library).
 """
+
+# The sub-modules are imported by name (``from moe_routing.landscape import multi_region``).
+__all__ = ["common", "critical_points", "first_order", "hessian", "multi_critical", "multi_region",
+           "recovery", "saddles", "shape_derivative", "symmetry", "teacher_student"]

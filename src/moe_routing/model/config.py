@@ -1,6 +1,6 @@
-"""`MoEConfig`: the one dataclass that fixes a one-layer MoE transformer (paper A, §3).
+"""`MoEConfig`: the one dataclass that fixes a one-layer MoE transformer (paper A).
 
-The same configuration serves the trained models of the experiments (paper A, §4) and the
+The same configuration serves the trained models of the experiments (paper A) and the
 hand-built model of Theorems 4.1/4.2 (``moe_routing.construction``), so that both run through one
 forward pass and one evaluation path.  The construction needs a few knobs a training run does
 not (per-head widths, an attention output map set by hand, a router that reads only one block
@@ -23,7 +23,7 @@ ACTIVATIONS = ("relu", "gelu")
 class MoEConfig:
     """Shape and behaviour of a single-layer MoE transformer.
 
-    The layer is ``A' = MHA(A) + A``, ``A'' = MoE(A') + A'``, ``logits = W_U A''`` (paper A §3),
+    The layer is ``A' = MHA(A) + A``, ``A'' = MoE(A') + A'``, ``logits = W_U A''`` (paper A),
     with optional pre-LayerNorms (``layernorm=True``: ``MHA(LN(A))``, ``MoE(LN(A'))``,
     ``W_U LN(A'')``; off in the construction, on by default for training because it makes the
     learning rate far less touchy).

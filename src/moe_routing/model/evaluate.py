@@ -1,6 +1,6 @@
 """Evaluation shared by trained and hand-built models.
 
-* Exact match (paper A §4; the reading "truncate the test sentence before the object, decode
+* Exact match (paper A; the reading "truncate the test sentence before the object, decode
   greedily, compare with the object" is ours): :func:`exact_match`.
 * Valid-next-token mass (Theorem 4.2's guarantee ``Σ_{x∈V(w)} P(x|w) > 1 − ε``):
   :func:`valid_next_mass`, the package's one implementation, batched over a model.  It also

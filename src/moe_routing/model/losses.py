@@ -1,4 +1,4 @@
-"""Training objectives of paper A's experiments (§4), as pure functions.
+"""Training objectives of paper A's experiments (), as pure functions.
 
 Shape legend: ``b`` batch, ``t`` sequence, ``v`` vocabulary, ``e`` experts, ``k`` top-k,
 ``n`` tokens (any leading shape flattened).

@@ -1,7 +1,7 @@
 """How many parameters a :class:`~moe_routing.model.MoETransformer` stores and a token uses.
 
 One count for both kinds of model: the trained ones of the experiments (active parameters per
-token, paper A §4) and the hand-built ones of Theorems 4.1/4.2 (``moe_routing.construction``
+token, paper A) and the hand-built ones of Theorems 4.1/4.2 (``moe_routing.construction``
 compares them with the bound L·|T(k)| + N).  It is computed from the :class:`MoEConfig` alone,
 so it is a pure function of the architecture -- and tested against ``model.parameters()``.
 

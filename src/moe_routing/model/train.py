@@ -184,6 +184,14 @@ def _lr_at(cfg: TrainConfig, step: int, total: int) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
+def _check_training_arguments(*args: tuple[str, object, type]) -> None:
+    """Each ``(name, value, cls)``: ``value`` must be a ``cls`` (the error names the type got,
+    not a model's full repr)."""
+    for name, value, cls in args:
+        if not isinstance(value, cls):
+            fail(name, type(value).__name__, f"a {cls.__name__}")
+
+
 def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
           eval_fn: Callable[[MoETransformer], dict] | None = None,
           eval_every: int | None = None) -> History:
@@ -194,12 +202,8 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
     """
     from tqdm.auto import tqdm
 
-    if not isinstance(model, MoETransformer):
-        fail("model", type(model).__name__, "a MoETransformer")
-    if not isinstance(data, TrainData):
-        fail("data", type(data).__name__, "a TrainData")
-    if not isinstance(cfg, TrainConfig):
-        fail("cfg", type(cfg).__name__, "a TrainConfig")
+    _check_training_arguments(("model", model, MoETransformer), ("data", data, TrainData),
+                              ("cfg", cfg, TrainConfig))
     if eval_fn is not None and not callable(eval_fn):
         fail("eval_fn", eval_fn, "None or a function model -> dict")
     if eval_every is not None:
@@ -284,12 +288,8 @@ def build_and_train(model_cfg: MoEConfig, data: TrainData, cfg: TrainConfig,
                     eval_fn: Callable[[MoETransformer], dict] | None = None,
                     eval_every: int | None = None) -> tuple[MoETransformer, History]:
     """Seed, build a fresh model from ``model_cfg`` and train it: the reproducible entry point."""
-    if not isinstance(model_cfg, MoEConfig):
-        fail("model_cfg", type(model_cfg).__name__, "a MoEConfig")
-    if not isinstance(data, TrainData):
-        fail("data", type(data).__name__, "a TrainData")
-    if not isinstance(cfg, TrainConfig):
-        fail("cfg", type(cfg).__name__, "a TrainConfig")
+    _check_training_arguments(("model_cfg", model_cfg, MoEConfig), ("data", data, TrainData),
+                              ("cfg", cfg, TrainConfig))
     data.check_vocab(model_cfg.vocab_size, model_cfg.max_len)   # fail before any work
     seed_everything(cfg.seed)
     model = MoETransformer(model_cfg)

@@ -12,20 +12,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import mystnb
+
 from moe_book import pipeline as pl
 
-NB = textwrap.dedent("""\
-    ---
-    jupytext:
-      text_representation:
-        extension: .md
-        format_name: myst
-    kernelspec:
-      display_name: Python 3
-      language: python
-      name: python3
-    ---
-
+NB = mystnb.chapter("""\
     # {title}
 
     ```{{code-cell}} ipython3

@@ -10,27 +10,17 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
+import mystnb
+
 from moe_book import pipeline as pl
 from moe_routing import atomic
 
-NB = textwrap.dedent("""\
-    ---
-    jupytext:
-      text_representation:
-        extension: .md
-        format_name: myst
-    kernelspec:
-      display_name: Python 3
-      language: python
-      name: python3
-    ---
-
+NB = mystnb.chapter("""\
     # Slow
 
     ```{code-cell} ipython3

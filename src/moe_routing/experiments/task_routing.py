@@ -70,11 +70,10 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..atomic import atomic_write_json
-from ..knowledge.arguments import sequence, sequence_of
-from ..model.checks import flag
+from ..validation import (choice, fail, flag, integer, number, positive, require, sequence,
+                          sequence_of)
 from ..model.losses import OBJECTIVES
 from ..runtime import DEVICES, PROFILES
-from ..validation import choice, fail, integer, number, positive, require
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..validation import fail, integer, require
-from .arguments import sequence
+from ..validation import fail, integer, require, sequence
 from .templates import WORD_PATTERN, render
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"

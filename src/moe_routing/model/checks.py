@@ -12,18 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..validation import fail, require
 
 KINDS = ("int", "float", "bool")
-
-
-def flag(name: str, value: Any) -> bool:
-    """A boolean (Python or NumPy), returned as ``bool``; 0/1 and strings are refused."""
-    require(isinstance(value, (bool, np.bool_)), name, value, "True or False")
-    return bool(value)
 
 
 def _kind_ok(dtype: torch.dtype, kind: str) -> bool:

@@ -28,8 +28,8 @@ from typing import Callable
 import torch
 
 from ..runtime import DEVICES, resolve_device, seed_everything
-from ..validation import choice, fail, integer, number, positive, require
-from .checks import flag, tensor
+from ..validation import choice, fail, flag, integer, number, positive, require
+from .checks import tensor
 from .config import MoEConfig
 from .losses import IGNORE_INDEX, OBJECTIVES, objective_loss
 from .transformer import MoETransformer

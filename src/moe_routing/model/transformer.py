@@ -23,8 +23,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..validation import choice, fail, integer, number, require
-from .checks import finite_values, flag, tensor
+from ..validation import choice, fail, flag, integer, number, require
+from .checks import finite_values, tensor
 from .config import BACKENDS, MoEConfig
 from .dispatch import dispatch
 

@@ -59,8 +59,7 @@ from zlib import error as zlib_error
 
 import numpy as np
 
-from ...validation import choice, fail, integer, probability, require
-from ..arguments import sequence
+from ...validation import choice, fail, integer, probability, require, sequence
 from ..task import KnowledgeTask
 from .templates_file import template_file
 

@@ -131,3 +131,21 @@ def test_active_parameters_sides(r, d, s, ratio, verdict):
 def test_active_parameters_not_converged_is_partly():
     v = vt.active_parameters(0.95, 0.95, 0.95, 0.5, converged=False)
     assert v.verdict == "partly" and "not converged" in v.reason
+
+
+def test_the_chapter_states_the_rules_thresholds():
+    """The training chapter's prose names the routing thresholds; they must be the rules' own
+    defaults (a threshold changed in the rule and not in the text would mislead the reader)."""
+    import inspect
+    from pathlib import Path
+
+    from moe_routing.verdicts import training as rules
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "notebooks" / "training.md")
+                    .read_text(encoding="utf-8").split())
+    diffuse = inspect.signature(rules.routing_diffuse).parameters
+    aligned = inspect.signature(rules.routing_aligned).parameters
+    assert diffuse["max_share_of_ceiling"].default == 0.2      # "a fifth of the ceiling"
+    assert f"below a fifth of the ceiling and below {diffuse['max_nmi'].default:g}" in text
+    assert f"diagonal mass of at least {aligned['min_diagonal'].default:g}" in text
+    assert aligned["min_nmi_ratio"].default == 2.0 and "an NMI at least twice" in text

@@ -21,6 +21,13 @@ def column_figsize(aspect: float = 0.55, rows: int = 1) -> tuple[float, float]:
     return (COLUMN_WIDTH_IN, COLUMN_WIDTH_IN * aspect * rows)
 
 
+def heatmap(ax, values, **imshow_kw):
+    """``ax.imshow(values, **imshow_kw)`` without the style's grid lines, which would cross
+    the cells of a heatmap or a region map; returns the image (for a colour bar)."""
+    ax.grid(False)
+    return ax.imshow(values, **imshow_kw)
+
+
 def style() -> None:
     """Apply the book's matplotlib style; call once at the top of a chapter. In a notebook it
     also switches inline figures to SVG (sharp at any zoom, on HiDPI screens and in print)."""

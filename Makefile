@@ -5,7 +5,9 @@
 #   make test                      the whole test suite (smoke execution, book build, browser)
 #   make execute PROFILE=smoke|default|paper DEVICE=auto|cpu|cuda [NOTEBOOKS="a b"]
 #                [FORCE=1] [TIMEOUT=seconds per cell]
-#   make html PROFILE=...          build the HTML of a profile from its executed chapters
+#   make html PROFILE=... [REPOSITORY=https://github.com/<owner>/<repo>]
+#                                  build the HTML of a profile from its executed chapters
+#                                  (with a repository: repository and launch buttons)
 #   make student [PROFILE=...]     the student edition (solutions removed at build time)
 #   make assignments               build the autograded assignments and self-check them (otter run)
 #   make bench                     benchmarks (speed and scale, printed as ratios)
@@ -74,9 +76,14 @@ run-%:
 	@$(PY) -m moe_book.pipeline run --profile '$(PROFILE)' --device '$(RESOLVED_DEVICE)' \
 	  $(if $(filter 1 yes true,$(FORCE)),--force) $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $*
 
+# REPOSITORY=https://github.com/<owner>/<repo> (or the environment variable BOOK_REPOSITORY_URL)
+# gives the book a home: repository and issue buttons on every page, Binder and Colab launch
+# links on every chapter (moe_book/home.py). Without it the book shows none.
+HOME_ENV = $(if $(REPOSITORY),BOOK_REPOSITORY_URL='$(REPOSITORY)')
+
 html: $(STAMP) $(WHEEL)
 	@$(PY) -m moe_book.pipeline validate --profile '$(PROFILE)' --device cpu >/dev/null
-	@src=$$($(PY) -m moe_book.pipeline stage --profile '$(PROFILE)') && \
+	@src=$$($(HOME_ENV) $(PY) -m moe_book.pipeline stage --profile '$(PROFILE)') && \
 	$(VENV)/bin/jupyter-book build "$$src" --path-output '$(HTML_OUT)' -W --keep-going -q
 	@echo "HTML: $(HTML_OUT)/_build/html/index.html"
 
@@ -89,7 +96,7 @@ book:
 student:
 	@$(MAKE) --no-print-directory execute PROFILE='$(PROFILE)'
 	@$(MAKE) --no-print-directory $(WHEEL)
-	@src=$$($(PY) -m moe_book.pipeline stage --profile '$(PROFILE)' --edition student) && \
+	@src=$$($(HOME_ENV) $(PY) -m moe_book.pipeline stage --profile '$(PROFILE)' --edition student) && \
 	$(VENV)/bin/jupyter-book build "$$src" --path-output 'build/$(PROFILE)/student' -W --keep-going -q
 	@echo "Student edition: build/$(PROFILE)/student/_build/html/index.html"
 

@@ -282,3 +282,12 @@ def test_downloaded_chapter_runs_outside_the_repository(smoke_book, tmp_path):
     assert f"RUN smoke artifacts/{name}" in out, out           # the executed values, not defaults
     assert (work / "artifacts" / name / "claims.json").is_file()
     assert sys.executable != str(py)
+
+
+def test_a_book_without_a_home_shows_no_repository_or_launch_buttons(smoke_book):
+    # built without BOOK_REPOSITORY_URL (moe_book.home): no button points anywhere off the book
+    for name in PROJECT.notebook_names():
+        page = (smoke_book / "chapters" / f"{name}.html").read_text(encoding="utf-8")
+        for where in ("mybinder.org", "colab.research.google.com", "launch-buttons",
+                      "repository-button"):
+            assert where not in page, (name, where)

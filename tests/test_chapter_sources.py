@@ -29,3 +29,36 @@ def test_paper_results_carry_their_paper(path):
     prose = re.sub(r"```\{code-cell\}.*?\n```", "", text, flags=re.S)
     bare = re.findall(r"(?<![\w-])(?:Theorem|Proposition) (?:4\.1|4\.2|4\.7|5\.17|6\.3)\b", prose)
     assert bare == []
+
+
+CODE_WIDTH = 90        # the column shows about 90 characters of code without a scroll bar
+
+
+def code_lines(text: str):
+    """(line number, line) of every code line of the chapter's code cells, the cell's
+    ``---`` metadata block (figure captions, tags) excluded: it is not shown as code."""
+    cell = meta = False
+    for n, line in enumerate(text.splitlines(), 1):
+        if not cell:
+            cell = line.startswith("```{code-cell}")
+            meta = False
+            continue
+        if line.startswith("```"):
+            cell = False
+        elif line == "---":
+            meta = not meta
+        elif not meta:
+            yield n, line
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_code_fits_the_column(path):
+    wide = [f"{n}: {len(line)}" for n, line in code_lines(path.read_text(encoding="utf-8"))
+            if len(line) > CODE_WIDTH]
+    assert wide == []
+
+
+def test_code_lines_skip_metadata_and_prose():
+    text = ("prose " * 30 + "\n```{code-cell} ipython3\n---\nmystnb:\n  figure:\n    caption: "
+            + "c" * 120 + "\n---\nx = 1\n```\n" + "y" * 120 + "\n")
+    assert list(code_lines(text)) == [(8, "x = 1")]

@@ -1,6 +1,8 @@
 """Rules of paper B's boundary-mass, soft-to-hard and Γ-convergence claims: every outcome, on
 both sides of every threshold (moe_routing.verdicts.boundary)."""
 
+import re
+
 import pytest
 
 from moe_routing.verdicts import Verdict
@@ -173,3 +175,34 @@ def test_every_reason_is_one_line():
             rules.layer_not_dimension(0.9, 0.0, 0.1), rules.gamma_convergence(**GAMMA),
             rules.gamma_convergence(**dict(GAMMA, counter_hard_minimum=0.0))]
     assert all(o.reason and "\n" not in o.reason for o in outs)
+
+
+# ---------------------------------------------------------------- NaN is refused, not judged
+
+@pytest.mark.parametrize("field,value,where", [
+    ("predicted", [0.705, float("nan")], "predicted[1]"),
+    ("slope_cis", [(0.99, 1.01), (float("nan"), 1.02)], "slope_cis[1][0]"),
+])
+def test_a_nan_measurement_is_refused_with_its_place(field, value, where):
+    # without the refusal, a NaN constant fails both `<= rel_tol` and `> rel_tol` and the rule
+    # would fall through to a verdict
+    with pytest.raises(ValueError, match=rf"bm_binary: {re.escape(where)} = nan"):
+        rules.bm_binary(**dict(BIN, **{field: value}))
+
+
+def test_nan_in_arrays_mappings_and_keywords_is_refused():
+    import numpy as np
+
+    from moe_routing.verdicts import rule
+
+    @rule
+    def judge(values, table, *, tol=0.1):
+        return "partly", "judged"
+
+    assert judge([1.0], {"a": 2.0}).verdict == "partly"
+    assert judge(np.ones(3), {"a": (1, "text")}, tol=float("inf")).verdict == "partly"
+    for args, kwargs, where in [((np.array([1.0, np.nan]), {}), {}, r"values\[1\]"),
+                                (([1.0], {"ce": [0.1, float("nan")]}), {}, r"table\['ce'\]\[1\]"),
+                                (([1.0], {}), {"tol": float("nan")}, "tol = nan")]:
+        with pytest.raises(ValueError, match=where):
+            judge(*args, **kwargs)

@@ -10,7 +10,12 @@ Self-contained build:
 
 Jupyter Book 1.x always loads ``sphinx_thebe``, whose page setup is included twice by the
 theme (a JavaScript error, ``THEBE_JS_URL`` declared twice) and names a remote script. Launch
-buttons are off in this book, so thebe is removed from every page.
+buttons of the theme are off in this book, so thebe is removed from every page.
+
+Launch menu: when the book has a home (``moe_launch`` in the Sphinx configuration, written by
+``moe_book.home`` from ``BOOK_REPOSITORY_URL``), every chapter page gets a launch menu of two
+links, Binder and Colab, built from the URL templates there (``NAME`` stands for the chapter).
+Without a home nothing is added.
 """
 
 from __future__ import annotations
@@ -47,7 +52,25 @@ def _drop_thebe(app, pagename, templatename, context, doctree):
             context[key] = [a for a in context[key] if not is_thebe(a)]
 
 
+def _launch_menu(app, pagename, templatename, context, doctree):
+    launch = app.config.moe_launch
+    if not launch or not pagename.startswith("chapters/") or "header_buttons" not in context:
+        return
+    name = pagename.split("/", 1)[1]
+    links = [("Binder", "Open this chapter in JupyterLab on Binder",
+              "_static/images/logo_binder.svg", launch["binder_prefix"]),
+             ("Colab", "Open this chapter's notebook in Colab",
+              "_static/images/logo_colab.png", launch["colab_prefix"])]
+    context["header_buttons"].append({
+        "type": "group", "tooltip": "Run this chapter", "icon": "fas fa-rocket",
+        "label": "launch-buttons",
+        "buttons": [{"type": "link", "text": text, "tooltip": tip, "icon": icon,
+                     "url": url.replace("NAME", name)} for text, tip, icon, url in links]})
+
+
 def setup(app):
     app.add_role("source", source_role)
+    app.add_config_value("moe_launch", None, "html")
     app.connect("html-page-context", _drop_thebe, priority=900)
+    app.connect("html-page-context", _launch_menu, priority=502)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -268,10 +268,14 @@ def verify_outputs(bdir: Path, name: str, state: dict | None) -> str | None:
 CELL_TIMEOUT_S = {"smoke": 600, "default": 1800, "paper": 12 * 3600}
 
 
-def _install_note(name: str, profile: str) -> str:
+def _install_note(name: str, profile: str, book_home=None) -> str:
     from moe_routing import __version__
 
     wheel = f"moe_routing-{__version__}-py3-none-any.whl"
+    site_wheel = "" if book_home is None else f"{book_home.site}/_static/downloads/{wheel}"
+    online = "" if book_home is None else (
+        f" On Colab, install it from the published book first:\n\n"
+        f"    pip install \"moe_routing[notebooks] @ {site_wheel}\"\n\n")
     return (
         f"**Run this chapter yourself.** This notebook was executed by the book with the "
         f"`{profile}` profile; its parameters cell holds exactly the values used. It needs the "
@@ -280,7 +284,7 @@ def _install_note(name: str, profile: str) -> str:
         f"(the wheel is offered for download on the book's *Execution status* page), or, in a "
         f"clone of the book's repository, `pip install -e \".[notebooks]\"`. Then run all cells "
         f"from any folder: results are written to `artifacts/{name}/` beside the notebook. "
-        f"A GPU is used when present (`device = \"auto\"`).")
+        f"A GPU is used when present (`device = \"auto\"`)." + online)
 
 
 def _finalise_notebook(nb, name: str, profile: str, prov: dict, artifacts: Path) -> None:
@@ -300,7 +304,7 @@ def _finalise_notebook(nb, name: str, profile: str, prov: dict, artifacts: Path)
     nb.metadata["moe_routing"] = prov
 
 
-def reader_notebook(nb, name: str, profile: str) -> None:
+def reader_notebook(nb, name: str, profile: str, book_home=None) -> None:
     """Make an executed notebook the reader's, in place: runnable outside the repository with
     the values it was executed with, and free of the pipeline's plumbing.
 
@@ -332,7 +336,7 @@ def reader_notebook(nb, name: str, profile: str) -> None:
             if "remove-input" not in tags and "hide-input" not in tags:
                 tags.append("hide-input")
     if not (nb.cells and "install-note" in nb.cells[0].get("metadata", {}).get("tags", [])):
-        note = nbformat.v4.new_markdown_cell(_install_note(name, profile))
+        note = nbformat.v4.new_markdown_cell(_install_note(name, profile, book_home))
         note.id = "install-note"            # a fixed id: staging twice writes the same file
         note.metadata["tags"] = ["remove-cell", "install-note"]
         nb.cells.insert(0, note)
@@ -553,11 +557,16 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
     sources so that none can reach the HTML, the page sources or the search index)."""
     import nbformat
 
+    from . import home
     from . import pages as bookpages
     from .classroom import strip_notebook, strip_solutions
 
     if edition not in EDITIONS:
         raise PipelineError(f"unknown edition {edition!r}; accepted: {', '.join(EDITIONS)}")
+    try:
+        book_home = home.from_environment()      # repository and launch buttons, or none
+    except ValueError as exc:
+        raise PipelineError(str(exc)) from None
     student = edition == "student"
     bdir = project.build_dir(profile)
     out = bdir / ("book-student" if student else "book")
@@ -571,9 +580,10 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
         dst.parent.mkdir(parents=True, exist_ok=True)
         if student and src.suffix == ".md":
             _write_if_changed(dst, strip_solutions(src.read_text(encoding="utf-8")))
-        elif student and rel == Path("_config.yml"):
-            cfg = yaml.safe_load(src.read_text(encoding="utf-8"))
-            cfg["title"] = f"{cfg['title']} (student edition)"
+        elif rel == Path("_config.yml"):
+            cfg = home.configure(yaml.safe_load(src.read_text(encoding="utf-8")), book_home)
+            if student:
+                cfg["title"] = f"{cfg['title']} (student edition)"
             _write_if_changed(dst, yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
         else:
             _copy_if_changed(src, dst)
@@ -604,7 +614,7 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
             nb = nbformat.read(exe, as_version=4)
             if student:
                 strip_notebook(nb)
-            reader_notebook(nb, name, profile)
+            reader_notebook(nb, name, profile, book_home)
             _write_if_changed(dst, nbformat.writes(nb))
         else:
             _write_if_changed(dst, bookpages.not_executed_notebook(name, states[name]))

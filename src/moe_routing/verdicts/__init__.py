@@ -24,8 +24,13 @@ Rules live in one module per chapter family: :mod:`.knowledge`, :mod:`.construct
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import inspect
+import math
+import numbers
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 VERDICTS = ("reproduced", "reproduced for our construction", "partly", "not reproduced",
             "our extension")
@@ -49,13 +54,59 @@ class Verdict:
                              "non-empty line")
 
 
+def _nan_at(value, depth: int = 0) -> str | None:
+    """Where ``value`` (a number, or sequences / mappings / arrays of them) holds a NaN:
+    ``""`` for the value itself, ``"[2]"`` / ``"['ce'][0]"`` for an item, None when it holds
+    none.  Strings and other objects hold no NaN."""
+    if isinstance(value, (str, bytes)) or depth > 8:
+        return None
+    if isinstance(value, numbers.Number):
+        try:
+            return "" if math.isnan(complex(value).real) or math.isnan(complex(value).imag) \
+                else None
+        except (TypeError, ValueError):
+            return None
+    if hasattr(value, "__array__") and not isinstance(value, Mapping):
+        arr = np.asarray(value)
+        if arr.dtype.kind in "fc" and np.isnan(arr).any():
+            idx = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
+            return "".join(f"[{i}]" for i in idx)
+        if arr.dtype.kind != "O":
+            return None
+        value = arr.tolist()
+    if isinstance(value, Mapping):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        where = _nan_at(item, depth + 1)
+        if where is not None:
+            return f"[{key!r}]{where}"
+    return None
+
+
 def rule(func: Callable[..., tuple[str, str]]) -> Callable[..., Verdict]:
     """Make ``func`` (returning ``(verdict, reason)``) a rule returning a :class:`Verdict`
-    stamped with the rule's qualified name."""
+    stamped with the rule's qualified name.
+
+    Every rule refuses a NaN anywhere in its arguments (ValueError naming the argument and
+    the item): a NaN fails every comparison silently, so ``x <= tol`` and ``x > tol`` are both
+    False and a rule would fall through to whichever verdict its last line returns.  A
+    measurement that could not be made must be dealt with before a verdict is asked for.
+    """
     name = f"{func.__module__}.{func.__qualname__}"
+    signature = inspect.signature(func)
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs) -> Verdict:
+        for arg, value in signature.bind(*args, **kwargs).arguments.items():
+            where = _nan_at(value)
+            if where is not None:
+                raise ValueError(f"{func.__qualname__}: {arg}{where} = nan is not allowed; "
+                                 "accepted: measured numbers (a NaN means a measurement "
+                                 "failed: deal with it before asking for a verdict)")
         verdict, reason = func(*args, **kwargs)
         return Verdict(verdict, reason, name)
 

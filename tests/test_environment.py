@@ -41,7 +41,7 @@ def test_torch_is_pinned_to_the_release_with_cpu_and_cuda_wheels():
 def test_every_declared_dependency_is_locked():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = list(meta["dependencies"])
-    for extra in ("notebooks", "data", "book", "test"):
+    for extra in ("notebooks", "data", "book", "test", "ray"):
         declared += meta["optional-dependencies"][extra]
     pins = lock_pins()
     for req in declared:

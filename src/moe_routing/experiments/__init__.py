@@ -3,10 +3,12 @@
 ``task_routing`` — paper A's experiments: one-layer MoE transformers on knowledge tasks trained
 with cross-entropy, CE + load balancing or CE + the task-router loss (Figure 2 and the accuracy
 grid).
+``executor`` — where a grid's runs go: worker processes on this machine or a Ray cluster.
 """
 
+from ..executor import GridError
 from .task_routing import (ExperimentConfig, convergence, grid_configs, load_result,
                            result_path, results_frame, run_experiment, run_grid)
 
-__all__ = ["ExperimentConfig", "convergence", "grid_configs", "load_result", "result_path",
-           "results_frame", "run_experiment", "run_grid"]
+__all__ = ["ExperimentConfig", "GridError", "convergence", "grid_configs", "load_result",
+           "result_path", "results_frame", "run_experiment", "run_grid"]

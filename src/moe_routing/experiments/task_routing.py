@@ -401,16 +401,20 @@ def grid_configs(n_tasks: Iterable[int], n_experts: Iterable[int],
             for s in axes["seeds"]]
 
 
-def _worker_init(threads: int) -> None:
-    """A worker process of :func:`run_grid`: the parent's torch thread count."""
-    import torch
+def run_label(cfg: ExperimentConfig) -> str:
+    """How progress lines and errors name a run: ``E=7, ce+lb, k=10, seed 0``."""
+    return f"E={cfg.n_experts}, {cfg.objective}, k={cfg.n_tasks}, seed {cfg.seed}"
 
-    torch.set_num_threads(threads)
+
+def _train(cfg: ExperimentConfig, artifacts_dir: str | Path | None, profile: str) -> dict:
+    """One run of :func:`run_grid`, wherever the executor puts it (looked up by name there)."""
+    return run_experiment(cfg, artifacts_dir, profile=profile)
 
 
 def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | None,
              profile: str = "smoke", progress: bool = True,
-             reuse_from: Sequence[str | Path] = (), workers: int = 1) -> list[dict]:
+             reuse_from: Sequence[str | Path] = (), workers: int | str | None = None,
+             executor: str | None = None) -> list[dict]:
     """Run every configuration, reusing cached results.
 
     A result is looked up in ``artifacts_dir``, then in each folder of ``reuse_from`` (e.g. the
@@ -420,21 +424,30 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     ``ce`` run, ``shared_with`` naming that key.  Configurations with the same training key are
     trained once per call even without an artifacts folder.
 
-    ``workers`` > 1 trains the missing runs in that many processes at once (``spawn``ed, each
-    with the caller's torch thread count): on a CPU with several cores a grid of small
-    single-threaded runs finishes that many times sooner.  Every run seeds itself and does not
-    depend on the others, so the results are those of a serial call.
+    The missing runs are trained by :mod:`moe_routing.executor`: ``executor``
+    ``'local'`` (processes on this machine, each with the caller's torch thread count;
+    ``workers`` of them, ``None``/``'auto'``: as many as make workers × threads = cores,
+    1: in this process) or ``'ray'`` (Ray tasks on the cluster at ``RAY_ADDRESS``, or on a Ray
+    instance started here for the grid).  Left ``None`` they come from ``MOE_GRID_EXECUTOR`` and
+    ``MOE_GRID_WORKERS``, else ``local`` and auto.  Every run seeds itself and does not depend
+    on the others, so the results (and the cache keys) are those of a serial call whatever the
+    executor.  Each result is written (atomically) as soon as its run finishes, so an
+    interrupted grid resumes where it stopped.  ``progress`` adds a tqdm bar to the log lines.
+
+    A run that raises does not stop the others: every other run finishes and is written, then
+    :class:`~moe_routing.executor.GridError` lists the failed runs (key,
+    configuration, one-line reason); its ``results`` holds the rows of the others.
     """
-    from tqdm.auto import tqdm
+    from ..executor import GridError, Task, plan, run_tasks
 
     configs = sequence_of("configs", configs, ExperimentConfig)
     choice("profile", profile, PROFILES)
     progress = flag("progress", progress)
-    workers = integer("workers", workers, low=1)
     if isinstance(reuse_from, os.PathLike):
         fail("reuse_from", reuse_from, "a sequence of folders (a list, even of one)")
     folders = ([] if artifacts_dir is None else [artifacts_dir]) + sequence(
         "reuse_from", reuse_from, "a sequence of folders (a list, even of one)", nonempty=False)
+    how = plan(executor, workers, devices=sorted({c.device for c in configs}))
     done: dict[str, tuple[dict, bool]] = {}      # key -> (result, read from a cache)
     pending: dict[str, ExperimentConfig] = {}    # key -> configuration to train
     for cfg in configs:
@@ -458,26 +471,31 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
             pending[key] = cfg
         else:
             done[key] = (res, True)
-    if workers > 1 and len(pending) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
 
-        import torch
+    # Local workers share this file system and write their own results (as run_experiment
+    # does); Ray's results come back as values and are written here, as each arrives.
+    writes_here = how.executor != "local"
+    where = None if writes_here else artifacts_dir
 
-        with ProcessPoolExecutor(max_workers=min(workers, len(pending)),
-                                 mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_worker_init,
-                                 initargs=(torch.get_num_threads(),)) as pool:
-            futures = {key: pool.submit(run_experiment, cfg, artifacts_dir, profile)
-                       for key, cfg in pending.items()}
-            for key, fut in tqdm(futures.items(), disable=not progress, desc="runs"):
-                done[key] = (fut.result(), False)
-    else:
-        for key, cfg in tqdm(pending.items(), disable=not progress, desc="runs"):
-            done[key] = (run_experiment(cfg, artifacts_dir, profile=profile), False)
+    def keep(task: Task, res: dict) -> None:
+        if res.get("key") != task.key:
+            raise RuntimeError(f"the result has key {res.get('key')!r}, not {task.key!r}: it was "
+                               "computed by other code (moe_routing, torch or Python differ "
+                               "where it ran)")
+        if writes_here and artifacts_dir is not None:
+            atomic_write_json(result_path(pending[task.key], artifacts_dir), res)
+        done[task.key] = (res, False)
+
+    n_runs = len(done) + len(pending)
+    log.info("grid: %d distinct run%s, %d read from a cache", n_runs, "s" if n_runs != 1 else "",
+             len(done))
+    tasks = [Task(key, run_label(cfg), (cfg, where, profile)) for key, cfg in pending.items()]
+    failures = run_tasks(_train, tasks, how, on_result=keep, progress=progress)
     out, first = [], set()
     for cfg in configs:
         key = cfg.key()
+        if key not in done:
+            continue
         res, cached = done[key]
         row = dict(res)
         row["config"] = cfg.as_dict()             # the requested objective, not the shared one
@@ -486,6 +504,8 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
         if cfg.n_experts == 1 and cfg.objective != "ce":
             row["shared_with"] = key
         out.append(row)
+    if failures:
+        raise GridError(failures, n_runs, out)
     return out
 
 

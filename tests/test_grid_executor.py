@@ -1,0 +1,253 @@
+"""Where a training grid runs (moe_routing.executor): every backend gives the results
+of a serial loop, isolates a failing run, resumes an interrupted grid, and refuses a bad choice
+in one line before any run starts.
+
+The comparisons are exact: every run seeds itself and runs with one torch thread wherever it
+lands (the serial reference too), so the same CPU computes the same numbers."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import re
+
+import pytest
+import torch
+
+from moe_routing.experiments import ExperimentConfig, GridError, grid_configs, run_grid
+from moe_routing import executor as ex
+from moe_routing.experiments import task_routing as tr
+
+TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
+            batch_size=32, warmup_steps=2, steps=6)
+#: four distinct runs (two experts counts × two objectives)
+GRID = grid_configs([2], [2, 3], ["ce", "ce+router"], **TINY)
+#: a configuration that passes every check but fails when it runs: the knowledge base has
+#: fewer relations than it asks for (found when its dataset is built, inside the run)
+FAILS = ExperimentConfig(n_tasks=2, n_experts=2, objective="ce", **{**TINY, "n_relations": 500})
+#: what may differ between two runs of one configuration: wall-clock measurements, whether it
+#: came from the cache, and the provenance (the working tree's commit is read at each run)
+NOT_RESULTS = ("wall_s", "train_s", "cached", "provenance")
+
+ray_installed = importlib.util.find_spec("ray") is not None
+needs_ray = pytest.mark.skipif(not ray_installed, reason="the ray package is not installed "
+                               "(pip install 'moe_routing[ray]'); the Ray backend is untested")
+
+
+@pytest.fixture(autouse=True)
+def one_thread_no_env(monkeypatch):
+    """One torch thread in this process (the serial reference and the thread count handed to
+    workers) and no grid settings from the environment."""
+    for var in (ex.ENV_EXECUTOR, ex.ENV_WORKERS, "RAY_ADDRESS"):
+        monkeypatch.delenv(var, raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def comparable(row: dict) -> dict:
+    row = {k: v for k, v in row.items() if k not in NOT_RESULTS}
+    row["history"] = {k: v for k, v in row["history"].items() if k != "tokens_per_s"}
+    return json.loads(json.dumps(row))
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    """The reference: the grid trained one run after another in this process."""
+    with pytest.MonkeyPatch.context() as mp:
+        for var in (ex.ENV_EXECUTOR, ex.ENV_WORKERS):
+            mp.delenv(var, raising=False)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            rows = run_grid(GRID, tmp_path_factory.mktemp("serial"), progress=False,
+                            executor="local", workers=1)
+        finally:
+            torch.set_num_threads(threads)
+    assert [r["cached"] for r in rows] == [False] * 4
+    return [comparable(r) for r in rows]
+
+
+def files(folder) -> list:
+    return sorted((folder / "task_routing").glob("*.json"))
+
+
+def progress_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == ex.__name__ and re.match(r"grid: run \d+ of \d+", r.getMessage())]
+
+
+# ---- bad choices: one line, before any run ---------------------------------------------------
+
+@pytest.fixture
+def no_training(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("a run started although the grid's settings were refused")
+
+    monkeypatch.setattr(tr, "run_experiment", boom)
+
+
+@pytest.mark.parametrize("kw,env,name,words", [
+    (dict(executor="dask"), {}, "executor", "'local', 'ray'"),
+    (dict(workers=0), {}, "workers", "integer ≥ 1"),
+    (dict(workers=1.5), {}, "workers", "integer ≥ 1"),
+    (dict(workers=True), {}, "workers", "integer ≥ 1"),
+    (dict(workers="two"), {}, "workers", "integer ≥ 1, or auto"),
+    ({}, {ex.ENV_EXECUTOR: "slurm"}, ex.ENV_EXECUTOR, "'local', 'ray'"),
+    ({}, {ex.ENV_WORKERS: "0"}, ex.ENV_WORKERS, "integer ≥ 1"),
+    ({}, {ex.ENV_WORKERS: "many"}, ex.ENV_WORKERS, "integer ≥ 1, or auto"),
+])
+def test_a_bad_choice_is_one_line_before_any_run(kw, env, name, words, monkeypatch,
+                                                 no_training, tmp_path):
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError) as err:
+        run_grid(GRID, tmp_path, progress=False, **kw)
+    msg = str(err.value)
+    assert msg.startswith(f"{name} = ") and words in msg and "\n" not in msg
+    assert not (tmp_path / "task_routing").exists()
+
+
+@pytest.mark.parametrize("address,error,words", [
+    ("127.0.0.1:1", RuntimeError, "cannot be reached (127.0.0.1:1: "),
+    ("ray://127.0.0.1:1", RuntimeError, "cannot be reached (127.0.0.1:1: "),
+    ("127.0.0.1:notaport", ValueError, "host:port"),
+    ("http://127.0.0.1:6379", ValueError, "ray://host:port"),
+])
+@needs_ray
+def test_an_unreachable_ray_address_is_one_line_before_any_run(address, error, words,
+                                                               monkeypatch, no_training,
+                                                               tmp_path):
+    import ray
+
+    assert not ray.is_initialized(), "a connected Ray instance would be used as it is"
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    with pytest.raises(error) as err:
+        run_grid(GRID, tmp_path, progress=False, executor="ray")
+    msg = str(err.value)
+    assert msg.startswith(f"RAY_ADDRESS = {address!r}") and words in msg and "\n" not in msg
+    assert not (tmp_path / "task_routing").exists() and not ray.is_initialized()
+
+
+def test_ray_missing_is_one_line_naming_the_extra(monkeypatch, no_training, tmp_path):
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)     # import ray fails
+    monkeypatch.setenv(ex.ENV_EXECUTOR, "ray")
+    with pytest.raises(ValueError) as err:
+        run_grid(GRID, tmp_path, progress=False)
+    msg = str(err.value)
+    assert msg.startswith(f"{ex.ENV_EXECUTOR} = 'ray'") and "moe_routing[ray]" in msg
+    assert "\n" not in msg
+
+
+# ---- sizing ---------------------------------------------------------------------------------
+
+def test_automatic_size_fills_the_cores_and_the_environment_chooses(monkeypatch):
+    cores = ex.cpu_cores()
+    assert ex.plan(threads=1) == ex.Plan("local", cores, 1)
+    assert ex.plan(threads=cores).workers == 1
+    assert ex.plan(threads=cores + 1).workers == 1                   # never zero
+    assert ex.plan(workers="auto", threads=1).workers == cores
+    monkeypatch.setenv(ex.ENV_WORKERS, "3")
+    monkeypatch.setenv(ex.ENV_EXECUTOR, "local")
+    assert ex.plan(threads=2) == ex.Plan("local", 3, 2)
+    assert ex.plan(workers=5, threads=2).workers == 5                 # an argument wins
+
+
+# ---- interrupted, resumed, one run failing: every backend gives the serial results ------------
+
+class Interrupt(BaseException):
+    """Stands for Ctrl-C in the calling process (not an Exception: nothing may swallow it)."""
+
+
+class InterruptAfter(logging.Handler):
+    """Interrupts the grid in the calling process when the progress line of run ``n`` is
+    logged, i.e. after that run's result was kept; notes where a Ray node listens then."""
+
+    def __init__(self, n: int):
+        super().__init__(logging.INFO)
+        self.n, self.ray_nodes = n, None
+
+    def emit(self, record):
+        if re.match(rf"grid: run {self.n} of \d+ done", record.getMessage()):
+            if ray_installed:
+                import ray
+
+                if ray.is_initialized():
+                    self.ray_nodes = {n["NodeManagerAddress"] for n in ray.nodes()}
+            raise Interrupt
+
+
+@contextlib.contextmanager
+def interrupt_after(n: int):
+    logger = logging.getLogger(ex.__name__)
+    handler, level = InterruptAfter(n), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+BACKENDS = [pytest.param(("local", 1), id="serial"), pytest.param(("local", 2), id="local-pool"),
+            pytest.param(("ray", 2), id="ray", marks=needs_ray)]
+
+
+@pytest.mark.parametrize("which", BACKENDS)
+def test_interrupted_grid_resumes_and_a_failing_run_loses_no_other(which, serial, tmp_path,
+                                                                   caplog):
+    """Interrupted after two runs, the grid is run again with one more configuration, which
+    fails: the finished runs are skipped, the rest trained, the failure listed in one error,
+    and every result is the serial one.  Ray runs on an instance of run_grid's own (loopback
+    only), stopped when the grid ends, interrupted or not; its driver writes the results."""
+    executor, workers = which
+    if executor == "ray":
+        import ray
+
+        assert not ray.is_initialized(), "a connected Ray instance would be used as it is"
+    with interrupt_after(2) as stop, pytest.raises(Interrupt):
+        run_grid(GRID, tmp_path, progress=False, executor=executor, workers=workers)
+    kept = {p.stem for p in files(tmp_path)}
+    # two results kept; local workers write their own, so a run in flight may have finished
+    assert len(kept) == 2 if executor == "ray" or workers == 1 else 2 <= len(kept) <= 4
+    if executor == "ray":
+        assert stop.ray_nodes == {"127.0.0.1"} and not ray.is_initialized()
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=ex.__name__), pytest.raises(GridError) as err:
+        run_grid(GRID + [FAILS], tmp_path, progress=False, executor=executor, workers=workers)
+    e = err.value
+    assert isinstance(e, RuntimeError) and str(e).startswith("1 of 5 runs failed")
+    (failure,) = e.failures
+    assert failure.key == FAILS.key() and failure.label == tr.run_label(FAILS)
+    assert failure.reason.startswith("ValueError: n_relations = 500") and "\n" not in failure.reason
+    assert f"{FAILS.key()} ({tr.run_label(FAILS)}): ValueError: n_relations = 500" in str(e)
+    # every other run is there, identical to the serial run, and written (no temporary left)
+    assert [comparable(r) for r in e.results] == serial
+    assert [r["cached"] for r in e.results] == [r["key"] in kept for r in e.results]
+    assert sorted(p.name for p in (tmp_path / "task_routing").iterdir()) == \
+        [p.name for p in files(tmp_path)] and len(files(tmp_path)) == 4
+    # one progress line per trained run, one of them the failure
+    lines = progress_lines(caplog)
+    assert len(lines) == 5 - len(kept) and sum("FAILED" in line for line in lines) == 1
+    done = [line for line in lines if "FAILED" not in line]
+    assert all(re.fullmatch(rf"grid: run \d of {5 - len(kept)} done \(E=\d, ce(\+router)?, "
+                            r"k=2, seed 0\) in [\d.]+ s; elapsed [\d.]+ s, ETA [\d.]+ s", line)
+               for line in done), done
+    if executor == "ray":
+        assert not ray.is_initialized()
+
+
+def test_finished_runs_are_never_trained_again(serial, tmp_path, monkeypatch):
+    run_grid(GRID[:2], tmp_path, progress=False, workers=1)
+
+    def boom(*a, **k):
+        raise AssertionError("retrained a finished run")
+
+    monkeypatch.setattr(tr, "run_experiment", boom)
+    rows = run_grid(GRID[:2], tmp_path, progress=False, executor="local", workers=2)
+    assert all(r["cached"] for r in rows) and [comparable(r) for r in rows] == serial[:2]

@@ -78,10 +78,11 @@ class Provenance:
 
 
 def device_name(device: str) -> str:
+    """The GPU's name (the current CUDA device: the one ``"cuda"`` tensors go to) or the CPU's."""
     import torch
 
     if device == "cuda":
-        return torch.cuda.get_device_name(0)
+        return torch.cuda.get_device_name(torch.cuda.current_device())
     return f"CPU ({platform.machine()}, {os.cpu_count()} cores)"
 
 

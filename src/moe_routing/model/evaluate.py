@@ -7,6 +7,10 @@
   returns the *invalid* mass computed in log space, so that ε down to 1e-8 (and below in
   float64) is measured rather than lost to rounding in ``1 − mass``.
 
+Every function runs batch by batch on the model's device (``batch_size`` rows at a time, each
+batch moved there once), never row by row; greedy decoding computes the logits only at the
+position it reads.
+
 Prefixes are right-padded ``(b, p)`` tensors with their lengths ``(b,)``: attention is causal,
 so whatever follows a prefix (padding, or the rest of the sentence: passing a knowledge
 split's ``tokens`` with ``lengths = object_pos`` is fine) never influences the prediction at its
@@ -77,8 +81,11 @@ def greedy_complete(model: MoETransformer, prefixes: torch.Tensor, lengths: torc
         new = []
         for j in range(n_new):
             cur = int(ln.max()) + j                                       # columns needed
-            logits = model(buf[:, :cur]).logits                           # (b, cur, v)
-            nxt = logits[rows, ln + j - 1].argmax(-1)                      # (b,)
+            # logits only where the next token is read (one position per row, in row order):
+            # the unembedding of all cur positions would be cur times the work and memory
+            last = torch.zeros(pre.shape[0], cur, dtype=torch.bool, device=device)
+            last[rows, ln + j - 1] = True                                 # (b, cur)
+            nxt = model(buf[:, :cur], logits_mask=last).logits.argmax(-1)  # (b,)
             new.append(nxt)
             if j + 1 < n_new:
                 buf[rows, ln + j] = nxt
@@ -204,7 +211,10 @@ def collect_routing(model: MoETransformer, inputs: torch.Tensor, task_ids: torch
     model.eval()
     tasks, experts, probs, pos = [], [], [], []
     for s in range(0, inputs.shape[0], batch_size):
-        out = model(inputs[s:s + batch_size].to(device))
+        batch = inputs[s:s + batch_size].to(device)                       # (b, t)
+        # routing only: an all-False logits mask skips the unembedding (b, t, v)
+        out = model(batch, logits_mask=torch.zeros(batch.shape, dtype=torch.bool,
+                                                   device=device))
         m = mask[s:s + batch_size].to(device)                             # (b, t)
         experts.append(out.expert_index[m].cpu())
         probs.append(out.router_probs[m].float().cpu())

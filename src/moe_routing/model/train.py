@@ -5,30 +5,40 @@ Reproducibility: the data order comes from a ``torch.Generator`` seeded with ``s
 configuration produce bit-identical weights and loss histories (tested) -- on one machine, with
 the same torch build, thread count and CPU kernel dispatch (MKL picks AVX-512, AVX2 or SSE4.2
 kernels by CPU, torch follows ``ATEN_CPU_CAPABILITY``; other kernels round differently, so runs
-on another kind of CPU agree to rounding, not bit for bit).  On CUDA, ``amp``
-runs the forward pass under bfloat16 autocast; CUDA runs are not promised to be bit-identical.
+on another kind of CPU agree to rounding, not bit for bit).  On CUDA, ``amp`` is the speed mode:
+the forward pass runs under bfloat16 autocast and, for the run only (the caller's setting is
+restored afterwards, and evaluations during training run at the caller's setting), the float32
+matmuls that remain may use TensorFloat-32 (``TrainConfig.tf32``).  CUDA runs are not promised
+to be bit-identical, except under ``torch.use_deterministic_algorithms(True)`` with
+``CUBLAS_WORKSPACE_CONFIG=:4096:8`` (a test of ``make gpu-check`` trains twice and compares).
+
+On the device the loop does not wait for the GPU between steps: the data are moved once, each
+epoch's order is drawn on the CPU from the seeded generator (the very calls a CPU run makes, so
+the CPU history is unchanged by the device code) and copied to the device once per epoch, and
+the losses are read back only at logged steps, all parts in one copy.
 
 The optimiser settings are ours (the paper does not report them): AdamW, linear warm-up then
 cosine decay to 10 % of ``lr``, gradient clipping at ``grad_clip``.
 
 Checks: ``TrainConfig`` refuses NaN, infinite and out-of-range settings (NumPy scalars are
 accepted and stored as Python values); ``TrainData`` checks dtypes, shapes, emptiness and token
-ranges once, where data enter; the loop checks the loss at every logged step (those values are
-on the host anyway) and stops with ``FloatingPointError`` on a non-finite loss rather than train
-on NaN weights.
+ranges once, where data enter; the loop notes on the device the first step whose loss is not
+finite (no host round trip per step), reads that note with the logged losses, and stops with
+``FloatingPointError`` naming that step rather than train on NaN weights.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
 from ..runtime import DEVICES, resolve_device, seed_everything
-from ..validation import choice, fail, flag, integer, number, positive, require
+from ..validation import choice, fail, flag, instance, integer, number, positive, require
 from .checks import tensor
 from .config import MoEConfig
 from .losses import IGNORE_INDEX, OBJECTIVES, objective_loss
@@ -96,7 +106,13 @@ class TrainData:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run.  Exactly one of ``steps`` and ``epochs`` is given."""
+    """One training run.  Exactly one of ``steps`` and ``epochs`` is given.
+
+    ``amp`` (CUDA only): bfloat16 autocast of the forward pass.  ``tf32`` (CUDA only): let the
+    float32 matmuls use TensorFloat-32 during the run (``torch.set_float32_matmul_precision
+    ("high")``, restored afterwards); ``None`` (default) means "with ``amp``", resolved here so
+    that :meth:`as_dict` records what the run does: True only for ``amp`` on a CUDA device.
+    """
 
     objective: str = "ce"
     lr: float = 3e-3
@@ -113,6 +129,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"
     amp: bool = True
+    tf32: bool | None = None
     log_every: int = 10
     progress: bool = True
 
@@ -142,7 +159,10 @@ class TrainConfig:
         for name in ("amp", "progress"):
             put(name, flag(field(name), getattr(self, name)))
         choice(field("device"), self.device, DEVICES)
-        resolve_device(self.device)      # and CUDA availability
+        device = resolve_device(self.device)      # and CUDA availability
+        if self.tf32 is None:
+            put("tf32", self.amp and device == "cuda")
+        put("tf32", flag(field("tf32"), self.tf32))
 
     def total_steps(self, n_examples: int) -> int:
         n_examples = integer("n_examples", n_examples, low=1)
@@ -169,6 +189,7 @@ class History:
     wall_s: float = 0.0
     tokens_per_s: float = 0.0     # input positions processed per second (padding included)
     device: str = "cpu"
+    tf32: bool = False            # float32 matmuls ran as TensorFloat-32 (CUDA, cfg.tf32)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -192,16 +213,66 @@ def _check_training_arguments(*args: tuple[str, object, type]) -> None:
             fail(name, type(value).__name__, f"a {cls.__name__}")
 
 
+@contextmanager
+def float32_matmul_precision(precision: str):
+    """``with float32_matmul_precision("high"):`` -- torch's float32 matmul precision for the
+    block only (``"highest"``, ``"high"``: TensorFloat-32 on CUDA, ``"medium"``), the previous
+    setting restored on exit, also on an error: a training run must not change the precision
+    of whatever the caller computes next.  torch applies it to CUDA matmuls only."""
+    choice("precision", precision, ("highest", "high", "medium"))
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def batch_order(n: int, batch_size: int, steps: int, generator: torch.Generator,
+                device: str | torch.device = "cpu") -> Iterator[torch.Tensor]:
+    """The data order of a run: one index tensor (b,) on ``device`` per step.
+
+    Epoch after epoch, a permutation of the n examples drawn with ``torch.randperm(n,
+    generator=generator)`` on the CPU, cut into batches of ``batch_size`` (the last batch of an
+    epoch is shorter when ``batch_size`` does not divide n).  Each permutation is copied to the
+    device once (pinned, asynchronously), and steps slice it there: no host-to-device copy per
+    step.  The generator calls are those a CPU run makes, so the order does not depend on the
+    device.
+    """
+    n = integer("n", n, low=1)
+    batch_size = integer("batch_size", batch_size, low=1)
+    steps = integer("steps", steps, low=0)
+    instance("generator", generator, torch.Generator, "a torch.Generator (on the CPU)")
+    cuda = torch.device(device).type == "cuda"
+    perm, cursor = None, n
+    for _ in range(steps):
+        if cursor >= n:
+            perm, cursor = torch.randperm(n, generator=generator), 0       # (n,) on the CPU
+            if cuda:
+                perm = perm.pin_memory().to(device, non_blocking=True)
+        yield perm[cursor:cursor + batch_size]                             # (b,)
+        cursor += batch_size
+
+
+def _logged_values(parts, first_bad: torch.Tensor, bad_value: torch.Tensor
+                   ) -> tuple[dict[str, float], int, float]:
+    """The loss parts as floats (as ``LossParts.as_floats``: float64 holds a float32 exactly),
+    and the non-finite note, in one device-to-host copy."""
+    names = parts._fields
+    host = torch.stack([getattr(parts, k).detach().to(torch.float64) for k in names]
+                       + [bad_value, first_bad.to(torch.float64)]).tolist()
+    return dict(zip(names, host[:len(names)])), int(host[-1]), host[-2]
+
+
 def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
           eval_fn: Callable[[MoETransformer], dict] | None = None,
           eval_every: int | None = None) -> History:
     """Train ``model`` in place on ``data``; returns the :class:`History`.
 
     ``eval_fn(model) -> dict`` (called in eval mode under no_grad every ``eval_every`` steps and
-    at the end) lets a chapter follow accuracy or routing during training.
+    at the end, at the caller's float32 matmul precision) lets a chapter follow accuracy or
+    routing during training.
     """
-    from tqdm.auto import tqdm
-
     _check_training_arguments(("model", model, MoETransformer), ("data", data, TrainData),
                               ("cfg", cfg, TrainConfig))
     if eval_fn is not None and not callable(eval_fn):
@@ -213,8 +284,22 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
     data.check_vocab(mcfg.vocab_size, mcfg.max_len)
     require(cfg.objective != "ce+router" or data.task_ids is not None, "TrainData.task_ids",
             None, "one task id per sequence: objective 'ce+router' needs them")
+    use_amp = cfg.amp and device == "cuda"
+    use_tf32 = cfg.tf32 and device == "cuda"
+    caller_precision = torch.get_float32_matmul_precision()
+    with float32_matmul_precision("high") if use_tf32 else nullcontext():
+        hist = _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
+                           caller_precision)
+    hist.tf32 = use_tf32
+    return hist
+
+
+def _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
+                caller_precision) -> History:
+    from tqdm.auto import tqdm
+
     model.to(device)
-    inputs, targets = data.inputs.to(device), data.targets.to(device)
+    inputs, targets = data.inputs.to(device), data.targets.to(device)    # (n, t) each, once
     task_ids = data.task_ids.to(device) if data.task_ids is not None else None
     rmask = data.router_mask.to(device) if data.router_mask is not None else None
     n = len(data)
@@ -222,17 +307,16 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
     opt = torch.optim.AdamW(model.param_groups(cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98),
                             foreach=True)
     gen = torch.Generator().manual_seed(cfg.seed)
-    use_amp = cfg.amp and device == "cuda"
     hist = History(device=device)
-    perm, cursor, tokens = torch.randperm(n, generator=gen), 0, 0
+    # first step whose total loss was not finite (-1: none yet) and that loss: kept on the
+    # device, read with the logged losses, so that no step waits for the GPU
+    first_bad = torch.full((), -1, dtype=torch.long, device=device)
+    bad_value = torch.zeros((), dtype=torch.float64, device=device)
+    tokens = 0
     model.train()
     t0 = time.perf_counter()
     bar = tqdm(range(total), disable=not cfg.progress, desc=cfg.objective, leave=False)
-    for step in bar:
-        if cursor >= n:
-            perm, cursor = torch.randperm(n, generator=gen), 0
-        idx = perm[cursor:cursor + cfg.batch_size].to(device)
-        cursor += cfg.batch_size
+    for step, idx in zip(bar, batch_order(n, cfg.batch_size, total, gen, device)):
         lr = _lr_at(cfg, step, total)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -250,13 +334,17 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=True)
         opt.step()
+        loss = parts.total.detach()
+        new_bad = (first_bad < 0) & ~torch.isfinite(loss)
+        first_bad = torch.where(new_bad, step, first_bad)
+        bad_value = torch.where(new_bad, loss.to(torch.float64), bad_value)
         tokens += idx.numel() * inputs.shape[1]
         if step % cfg.log_every == 0 or step == total - 1:
-            vals = parts.as_floats()
-            if not math.isfinite(vals["total"]):
+            vals, bad_step, bad = _logged_values(parts, first_bad, bad_value)
+            if bad_step >= 0:
                 raise FloatingPointError(
-                    f"the {cfg.objective} loss became {vals['total']} at step {step} "
-                    f"(parts {vals}); lower TrainConfig.lr={cfg.lr} or raise grad_clip")
+                    f"the {cfg.objective} loss became {bad} at step {bad_step} (parts at step "
+                    f"{step}: {vals}); lower TrainConfig.lr={cfg.lr} or raise grad_clip")
             hist.step.append(step)
             for key in ("total", "ce", "lb", "z", "router"):
                 getattr(hist, key).append(vals[key])
@@ -264,9 +352,10 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
             bar.set_postfix(loss=f"{vals['total']:.4f}")
         if eval_fn is not None and eval_every and (step + 1) % eval_every == 0 \
                 and step != total - 1:
-            hist.evals.append({"step": step + 1, **_run_eval(model, eval_fn)})
+            hist.evals.append({"step": step + 1,
+                               **_run_eval(model, eval_fn, caller_precision)})
     if eval_fn is not None:
-        hist.evals.append({"step": total, **_run_eval(model, eval_fn)})
+        hist.evals.append({"step": total, **_run_eval(model, eval_fn, caller_precision)})
     if device == "cuda":
         torch.cuda.synchronize()
     hist.wall_s = time.perf_counter() - t0
@@ -275,10 +364,10 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
     return hist
 
 
-def _run_eval(model, eval_fn) -> dict:
+def _run_eval(model, eval_fn, precision: str) -> dict:
     was = model.training
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), float32_matmul_precision(precision):
         res = eval_fn(model)
     model.train(was)
     return dict(res)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import bookcheck
 import pytest
+from conftest import make
 
 from moe_book.pipeline import Project
 from moe_routing.ledger import registry
@@ -17,22 +18,8 @@ pytestmark = pytest.mark.book
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = Project(ROOT)
 HTML = ROOT / "build" / "smoke" / "_build" / "html"
-
-
-def make(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
-    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
-
-
-@pytest.fixture(scope="session")
-def smoke_book() -> Path:
-    """Execute every chapter with the smoke profile (incremental) and build its HTML."""
-    res = make("execute", "PROFILE=smoke", "DEVICE=cpu")
-    assert res.returncode == 0, f"smoke execution failed:\n{res.stdout}\n{res.stderr}"
-    res = make("html", "PROFILE=smoke")
-    assert res.returncode == 0, f"book build failed (warnings are errors):\n{res.stdout}\n{res.stderr}"
-    return HTML
+# make, and the session fixtures smoke_book and student_book: tests/conftest.py (shared with
+# tests/test_dist.py)
 
 
 @pytest.fixture(scope="session")
@@ -198,13 +185,6 @@ def _solution_needles() -> list[str]:
                         needles.add(" ".join(run))
                     run = []
     return sorted(n for n in needles if n not in public)
-
-
-@pytest.fixture(scope="session")
-def student_book(smoke_book) -> Path:
-    res = make("student", "PROFILE=smoke")
-    assert res.returncode == 0, f"student build failed:\n{res.stdout}\n{res.stderr}"
-    return ROOT / "build" / "smoke" / "student" / "_build" / "html"
 
 
 def _all_text(root: Path) -> str:

@@ -15,14 +15,29 @@ SOLUTION`` / ``# BEGIN TESTS`` blocks, hidden tests marked ``hidden: true``).  F
    which must score full marks, and the blank student notebook, which must score zero; hidden
    tests must exist in the autograder zip and appear nowhere in the student notebook.
 
-Only ``otter run`` is used for grading: ``otter grade`` needs docker, which classrooms and CI
-machines often lack.  Grading executes the submitted notebook in this Python environment, so the
-autograder's hidden tests may import ``moe_routing`` (the reference implementations).
+Only ``otter run`` is used for grading here: ``otter grade`` needs docker, which classrooms and
+CI machines often lack.  ``otter run`` executes the submitted notebook in the Python environment
+that runs it, so in the book's environment the hidden tests import ``moe_routing`` (the
+reference implementations) from there.
+
+Every autograder zip is also **self-contained** for a grader that builds its own environment
+from the zip (Gradescope, ``otter grade``): the library's wheel (``make wheel``) is bundled under
+``files/wheels/`` (the config cell's ``autograder_files: [wheels]``), and the config's
+``requirements: requirements.txt`` -- written here, next to the master notebook -- names that
+wheel and the numerical stack pinned to the lock's releases.  otter 7 puts these lines into the
+zip's ``environment.yml``; its ``setup.sh`` creates the environment with ``mamba env create -f
+<autograder>/source/environment.yml``, which runs pip in the folder of that file, the folder the
+zip is unpacked into: hence the wheel's path relative to it, ``./files/wheels/<wheel>``.
+
+A build is reused while its inputs are unchanged (:func:`ensure_built`, what the book's staging
+calls): the source, the wheel, the pins, otter's version and this module.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import hashlib
 import json
 import re
 import shutil
@@ -30,19 +45,78 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
+
+from moe_routing.atomic import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository (the tooling is installed editable)
 HERE = ROOT / "assignments"                   # the assignment sources
 DEFAULT_OUT = ROOT / "build" / "assignments"
+# The folder of the master notebook that the config cells' ``autograder_files`` name; otter puts
+# it into the zip as files/wheels/.
+WHEELS = "wheels"
+# The libraries the notebooks and hidden tests use, pinned to the lock's release series (a
+# grader's environment then computes what the book's does; patch releases may differ).
+PINNED = ("torch", "numpy", "scipy")
 
 
-def available() -> list[str]:
+def available(sources: Path = HERE) -> list[str]:
     """Names of the assignment sources (``assignments/*.md`` except README)."""
-    return sorted(p.stem for p in HERE.glob("*.md") if p.stem.lower() != "readme")
+    return sorted(p.stem for p in Path(sources).glob("*.md") if p.stem.lower() != "readme")
+
+
+def default_wheel(root: Path = ROOT) -> Path:
+    """The library's wheel that ``make wheel`` builds: dist/moe_routing-<version>-py3-none-any.whl,
+    the version read from pyproject.toml (as the Makefile does)."""
+    version = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    return root / "dist" / f"moe_routing-{version}-py3-none-any.whl"
+
+
+def pins(lock: Path = ROOT / "requirements.lock") -> list[str]:
+    """``name==X.Y.*`` for each of :data:`PINNED`, from the exact versions in the lock."""
+    found = {}
+    for line in Path(lock).read_text(encoding="utf-8").splitlines():
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\d+)\.(\d+)(?:\.[0-9A-Za-z.+]*)?", line.strip())
+        if m and m.group(1).lower() in PINNED:
+            found[m.group(1).lower()] = f"{m.group(1).lower()}=={m.group(2)}.{m.group(3)}.*"
+    missing = [p for p in PINNED if p not in found]
+    if missing:
+        raise ValueError(f"{lock} pins no version of {missing}; accepted: a lock with "
+                         f"'name==X.Y.Z' lines for {list(PINNED)}")
+    return [found[p] for p in PINNED]
+
+
+def requirements_text(wheel_name: str, pinned: list[str]) -> str:
+    """The autograder's requirements: the bundled wheel (path relative to the folder the zip is
+    unpacked into, where otter's setup.sh runs pip) and the pinned numerical stack."""
+    return ("# written by moe_book.assignments: the bundled library, then its numerical stack\n"
+            + "\n".join([f"./files/{WHEELS}/{wheel_name}", *pinned]) + "\n")
+
+
+def self_contained_problems(autograder_zip: Path, wheel_name: str) -> list[str]:
+    """What keeps the zip from installing its own needs: the wheel missing from files/wheels/,
+    or the environment.yml's pip list not naming it (empty list: self-contained)."""
+    problems = []
+    with zipfile.ZipFile(autograder_zip) as zf:
+        names = set(zf.namelist())
+        if f"files/{WHEELS}/{wheel_name}" not in names:
+            problems.append(f"the zip does not bundle files/{WHEELS}/{wheel_name}")
+        env = yaml.safe_load(zf.read("environment.yml")) if "environment.yml" in names else {}
+    pip = next((d["pip"] for d in (env or {}).get("dependencies", []) if isinstance(d, dict)
+                and "pip" in d), [])
+    if f"./files/{WHEELS}/{wheel_name}" not in pip:
+        problems.append(f"environment.yml does not install the bundled wheel: pip list {pip}")
+    unpinned = [p for p in PINNED if not any(str(x).startswith(f"{p}==") for x in pip)]
+    if unpinned:
+        problems.append(f"environment.yml does not pin {unpinned}: pip list {pip}")
+    return problems
 
 
 def _otter(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -78,33 +152,117 @@ class Check:
     problems: list[str] = field(default_factory=list)
 
 
-def build(name: str, out: Path = DEFAULT_OUT) -> Built:
-    """jupytext MyST → ipynb, then ``otter assign``; returns the paths of the products."""
+@contextmanager
+def _locked(out: Path, name: str):
+    """One builder of an assignment at a time (the full and student stagings may run at once)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / f".{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _inputs(name: str, sources: Path, wheel: Path, lock: Path) -> tuple[str, str]:
+    """(key, requirements text): the key is the SHA-256 of everything a build depends on."""
+    src = Path(sources) / f"{name}.md"
+    if not src.is_file():
+        raise ValueError(f"unknown assignment {name!r}; accepted: {', '.join(available(sources))}")
+    if not Path(wheel).is_file():
+        raise ValueError(f"no library wheel at {wheel}: the autograder bundles it; "
+                         "build it first: make wheel")
+    reqs = requirements_text(Path(wheel).name, pins(lock))
+    from otter import __version__ as otter_version  # noqa: PLC0415  (a slow import)
+
+    h = hashlib.sha256()
+    for part in (src.read_bytes(), Path(wheel).name.encode(), Path(wheel).read_bytes(),
+                 reqs.encode(), otter_version.encode(), Path(__file__).read_bytes()):
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest(), reqs
+
+
+def _products(name: str, out: Path) -> Built:
+    result = out / name
+    ag = result / "autograder"
+    return Built(name, result / "student" / f"{name}.ipynb", ag / f"{name}.ipynb",
+                 ag / f"{name}-autograder.zip", 0.0)
+
+
+def _stamp(out: Path, name: str) -> Path:
+    return out / name / "built.json"
+
+
+def is_fresh(name: str, out: Path = DEFAULT_OUT, *, sources: Path = HERE,
+             wheel: Path | None = None, lock: Path = ROOT / "requirements.lock") -> bool:
+    """Whether ``out/<name>`` was built from the current inputs and its products exist."""
+    key, _ = _inputs(name, sources, wheel or default_wheel(), lock)
+    stamp = _stamp(Path(out), name)
+    try:
+        same = json.loads(stamp.read_text(encoding="utf-8")).get("key") == key
+    except (OSError, ValueError):
+        return False
+    b = _products(name, Path(out))
+    return same and all(p.is_file() for p in (b.student, b.solution, b.zip))
+
+
+def build(name: str, out: Path = DEFAULT_OUT, *, sources: Path = HERE, wheel: Path | None = None,
+          lock: Path = ROOT / "requirements.lock") -> Built:
+    """jupytext MyST → ipynb, then ``otter assign`` with the wheel and the requirements beside
+    the master notebook; returns the paths of the products."""
     import jupytext  # noqa: PLC0415  (only the build needs it)
 
-    src = HERE / f"{name}.md"
-    if not src.is_file():
-        raise ValueError(f"unknown assignment {name!r}; accepted: {', '.join(available())}")
+    out, wheel = Path(out), Path(wheel or default_wheel())
+    key, reqs = _inputs(name, sources, wheel, lock)   # refuses bad input before any work
     t0 = time.perf_counter()
-    master = out / "_src" / f"{name}.ipynb"
-    master.parent.mkdir(parents=True, exist_ok=True)
-    jupytext.write(jupytext.read(src), master, fmt="ipynb")
-    result = out / name
-    if result.exists():
-        shutil.rmtree(result)
-    # the reference solution is graded by --check with `otter run`; otter assign's own test run
-    # would execute the notebook a second time
-    proc = _otter("assign", "--no-run-tests", "--no-pdfs", str(master), str(result), cwd=ROOT)
-    if proc.returncode != 0:
-        raise RuntimeError(f"otter assign failed for {name}:\n{proc.stdout}\n{proc.stderr}")
-    ag = result / "autograder"
-    zips = sorted(ag.glob(f"{name}-autograder_*.zip"))
-    if len(zips) != 1:
-        raise RuntimeError(f"expected one autograder zip in {ag}, found {[z.name for z in zips]}")
-    stable = ag / f"{name}-autograder.zip"
-    zips[0].replace(stable)
-    return Built(name, result / "student" / f"{name}.ipynb", ag / f"{name}.ipynb", stable,
-                 time.perf_counter() - t0)
+    with _locked(out, name):
+        # one master folder per assignment: the builds run in parallel threads
+        master_dir = out / "_src" / name
+        if master_dir.exists():
+            shutil.rmtree(master_dir)
+        (master_dir / WHEELS).mkdir(parents=True)
+        master = master_dir / f"{name}.ipynb"
+        jupytext.write(jupytext.read(Path(sources) / f"{name}.md"), master, fmt="ipynb")
+        shutil.copyfile(wheel, master_dir / WHEELS / wheel.name)
+        (master_dir / "requirements.txt").write_text(reqs, encoding="utf-8")
+        result = out / name
+        if result.exists():
+            shutil.rmtree(result)
+        # the reference solution is graded by --check with `otter run`; otter assign's own test
+        # run would execute the notebook a second time
+        proc = _otter("assign", "--no-run-tests", "--no-pdfs", str(master), str(result), cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"otter assign failed for {name}:\n{proc.stdout}\n{proc.stderr}")
+        ag = result / "autograder"
+        zips = sorted(ag.glob(f"{name}-autograder_*.zip"))
+        if len(zips) != 1:
+            raise RuntimeError(f"expected one autograder zip in {ag}, found {[z.name for z in zips]}")
+        built = _products(name, out)
+        zips[0].replace(built.zip)
+        problems = self_contained_problems(built.zip, wheel.name)
+        if problems:
+            raise RuntimeError(f"the autograder of {name} is not self-contained (its config cell "
+                               f"needs requirements: requirements.txt and autograder_files: "
+                               f"[{WHEELS}]): {'; '.join(problems)}")
+        atomic_write_json(_stamp(out, name), {"key": key, "wheel": wheel.name})
+    built.seconds = time.perf_counter() - t0
+    return built
+
+
+def ensure_built(names: list[str] | None = None, out: Path = DEFAULT_OUT, *, sources: Path = HERE,
+                 wheel: Path | None = None, lock: Path = ROOT / "requirements.lock",
+                 jobs: int = 2) -> list[Built]:
+    """The products of ``names`` (default: all), built only where missing or stale."""
+    names = available(sources) if names is None else names
+
+    def one(name: str) -> Built:
+        with _locked(Path(out), name):
+            fresh = is_fresh(name, out, sources=sources, wheel=wheel, lock=lock)
+        return (_products(name, Path(out)) if fresh else
+                build(name, out, sources=sources, wheel=wheel, lock=lock))
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, names))
 
 
 def grade(notebook: Path, autograder_zip: Path, keep: Path | None = None) -> Grade:
@@ -163,6 +321,11 @@ def check(built: Built) -> Check:
         c.problems.append(f"hidden tests appear in the student notebook: {leaked}")
     if "BEGIN SOLUTION" in student_text or "END SOLUTION" in student_text:
         c.problems.append("solution markers left in the student notebook")
+    with zipfile.ZipFile(built.zip) as zf:
+        wheels = [m.rsplit("/", 1)[1] for m in zf.namelist()
+                  if m.startswith(f"files/{WHEELS}/") and m.endswith(".whl")]
+    c.problems += (self_contained_problems(built.zip, wheels[0]) if len(wheels) == 1 else
+                   [f"expected one wheel under files/{WHEELS}/ in the zip, found {wheels}"])
     return c
 
 
@@ -180,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown assignment(s) {unknown}; accepted: {available()}")
     if args.jobs < 1:
         ap.error(f"--jobs {args.jobs}; accepted: an integer ≥ 1")
+    if not default_wheel().is_file():
+        ap.error(f"no library wheel at {default_wheel()}: every autograder bundles it; "
+                 "build it first: make wheel")
 
     def one(name: str):
         b = build(name, args.out)

@@ -9,6 +9,10 @@ notebook is executed from the top in a fresh kernel of this Python environment, 
 score of each question; otter's full ``results.json`` of each submission (test output included,
 useful for feedback) is kept under ``--out``.
 
+The same zip grades elsewhere: it bundles the library's wheel and names its requirements (see
+:mod:`moe_book.assignments`), so an environment made from it alone, or a Gradescope-style grader,
+runs the hidden tests too.
+
 Grading runs the students' code with your permissions: do it in an account or container that
 holds nothing you would not hand to a student.
 """

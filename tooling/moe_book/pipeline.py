@@ -549,6 +549,52 @@ def _write_if_changed(dst: Path, text: str) -> None:
 
 
 EDITIONS = ("full", "student")
+# A hand-written page's lines between these MyST comments are left out of the student edition
+# (the teacher's guide links the autograders, whose hidden tests students must not see).
+TEACHER_ONLY = ("% teacher-only", "% end teacher-only")
+
+
+def _without_teacher_only(text: str) -> str:
+    lines, keep, out = text.splitlines(keepends=True), True, []
+    for line in lines:
+        mark = line.strip()
+        if mark == TEACHER_ONLY[0 if keep else 1]:
+            keep = not keep
+        elif mark in TEACHER_ONLY:
+            raise PipelineError(f"unbalanced {mark!r} in a book page; accepted: "
+                                f"{TEACHER_ONLY[0]!r} … {TEACHER_ONLY[1]!r} pairs")
+        elif keep:
+            out.append(line)
+    if not keep:
+        raise PipelineError(f"{TEACHER_ONLY[0]!r} without {TEACHER_ONLY[1]!r} in a book page")
+    return "".join(out)
+
+
+def _stage_assignments(project: Project, dest: Path, wheel: Path, student: bool) -> set[Path]:
+    """Offer the assignments for download under ``_static/downloads/assignments``: each
+    student notebook in both editions, each autograder zip (hidden tests) in the full edition
+    only. They are built by :mod:`moe_book.assignments` into ``build/assignments`` when missing
+    or when an input (source, wheel, pins) changed, so ``make html`` works from a fresh clone."""
+    from . import assignments
+
+    sources = project.root / "assignments"
+    if not assignments.available(sources):
+        return set()
+    try:
+        built = assignments.ensure_built(None, project.root / "build" / "assignments",
+                                         sources=sources, wheel=wheel,
+                                         lock=project.root / "requirements.lock")
+    except (ValueError, RuntimeError) as exc:
+        raise PipelineError(f"the assignments could not be built: {exc}") from exc
+    dest.mkdir(parents=True, exist_ok=True)
+    staged = set()
+    for b in built:
+        for src, name in ((b.student, f"{b.name}.ipynb"), (b.zip, b.zip.name)):
+            if student and src == b.zip:
+                continue
+            _copy_if_changed(src, dest / name)
+            staged.add(dest / name)
+    return staged
 
 
 def stage(project: Project, profile: str, edition: str = "full") -> Path:
@@ -579,7 +625,7 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
         dst = out / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         if student and src.suffix == ".md":
-            _write_if_changed(dst, strip_solutions(src.read_text(encoding="utf-8")))
+            _write_if_changed(dst, strip_solutions(_without_teacher_only(src.read_text(encoding="utf-8"))))
         elif rel == Path("_config.yml"):
             cfg = home.configure(yaml.safe_load(src.read_text(encoding="utf-8")), book_home)
             if student:
@@ -638,6 +684,7 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
         _copy_if_changed(wheel, dl / wheel.name)
         wanted.add(dl / wheel.name)
         downloads.append(wheel.name)
+        wanted |= _stage_assignments(project, dl / "assignments", wheel, student)
     for page, text in bookpages.generated_pages(project, profile, states, downloads).items():
         _write_if_changed(gen / page, text)
         wanted.add(gen / page)

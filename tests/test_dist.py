@@ -1,0 +1,206 @@
+"""The release bundle (``make dist``, moe_book.dist) and the assignment downloads it gathers.
+
+On the smoke build: every file of the bundle is in its manifest with a checksum that verifies,
+the archive holds the same files, every part is there (both HTML editions, wheel, assignments,
+ledger, figures named by their numbers), autograders only in the full edition; a missing part is
+refused by name before anything is written, and a failure during assembly leaves the previous
+bundle, never half of one.  The PDFs are optional here (``make dist`` requires them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from moe_book import dist
+from moe_book.assignments import available
+from moe_book.pipeline import PipelineError, Project, _without_teacher_only
+from moe_routing.ledger import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = Project(ROOT)
+NAMES = available()
+
+
+def test_teacher_only_lines_are_cut_from_the_student_edition():
+    text = "a\n% teacher-only\nsecret\n% end teacher-only\nb\n"
+    assert _without_teacher_only(text) == "a\nb\n"
+    for bad in ("a\n% teacher-only\nsecret\n", "a\n% end teacher-only\n",
+                "% teacher-only\n% teacher-only\n% end teacher-only\n"):
+        with pytest.raises(PipelineError, match="teacher-only"):
+            _without_teacher_only(bad)
+
+
+def test_the_teachers_guide_links_every_notebook_and_hides_every_autograder():
+    page = (ROOT / "book" / "teaching.md").read_text(encoding="utf-8")
+    student = _without_teacher_only(page)
+    for name in NAMES:
+        nb = f"<_static/downloads/assignments/{name}.ipynb>"
+        zf = f"<_static/downloads/assignments/{name}-autograder.zip>"
+        assert nb in student, name
+        assert zf in page and zf not in student, name
+    assert "otter run" in page and "Gradescope" in page
+
+
+@pytest.fixture(scope="module")
+def bundle(smoke_book, student_book, tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    folder, archive = dist.build(PROJECT, "smoke", out, pdf_optional=True)
+    return folder, archive
+
+
+@pytest.mark.book
+def test_manifest_lists_every_file_and_its_checksums_verify(bundle):
+    folder, archive = bundle
+    manifest = json.loads((folder / "MANIFEST.json").read_text())
+    assert {"version", "profile", "commit", "built"} <= set(manifest)
+    assert manifest["profile"] == "smoke" and manifest["version"] == dist.version(ROOT)
+    assert re.fullmatch(r"[0-9a-f]{12}(\+dirty)?", manifest["commit"]), manifest["commit"]
+    on_disk = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    listed = [f["path"] for f in manifest["files"]]
+    assert sorted([*listed, *dist.MANIFESTS]) == on_disk
+    for f in manifest["files"]:
+        data = (folder / f["path"]).read_bytes()
+        assert len(data) == f["size"] and hashlib.sha256(data).hexdigest() == f["sha256"], f
+    sums = (folder / "MANIFEST.sha256").read_text().splitlines()
+    assert sums == [f"{f['sha256']}  {f['path']}" for f in manifest["files"]]
+    assert dist.verify(folder) == []
+    with tarfile.open(archive) as tar:
+        packed = sorted(m.name for m in tar.getmembers() if m.isfile())
+    assert packed == [f"{folder.name}/{p}" for p in on_disk]
+    assert folder.name == f"moe-routing-companion-{dist.version(ROOT)}"
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]   # no leftovers
+
+
+@pytest.mark.book
+def test_verify_sees_a_changed_file(bundle, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle[0], copy)
+    (copy / "ledger.json").write_text((copy / "ledger.json").read_text() + " ")
+    (copy / "extra.txt").write_text("x")
+    assert dist.verify(copy) == ["not in the manifest: extra.txt", "changed: ledger.json"]
+
+
+@pytest.mark.book
+def test_required_parts_are_present(bundle, smoke_book, student_book):
+    folder, _ = bundle
+    assert (folder / "html" / "index.html").is_file()
+    assert (folder / "html-student" / "index.html").is_file()
+    wheel = folder / f"moe_routing-{dist.version(ROOT)}-py3-none-any.whl"
+    assert wheel.read_bytes() == (ROOT / "dist" / wheel.name).read_bytes()
+    for name in NAMES:
+        nb = json.loads((folder / "assignments" / name / f"{name}.ipynb").read_text())
+        assert nb["metadata"]["otter"]["assignment_name"] == name
+        assert (folder / "assignments" / name / f"{name}-autograder.zip").is_file()
+        # the full edition offers the autograders, the student edition never
+        assert (folder / "html" / "_static" / "downloads" / "assignments"
+                / f"{name}-autograder.zip").is_file()
+        assert (folder / "html-student" / "_static" / "downloads" / "assignments"
+                / f"{name}.ipynb").is_file()
+    assert not [p for p in (folder / "html-student").rglob("*autograder*")]
+    assert not [p for p in student_book.rglob("*autograder*")]
+    teaching = (smoke_book / "teaching.html").read_text(encoding="utf-8")
+    assert all(f"{n}-autograder.zip" in teaching and f"{n}.ipynb" in teaching for n in NAMES)
+
+
+@pytest.mark.book
+def test_ledger_json_has_every_claim_with_verdict_and_measurement(bundle):
+    ledger = json.loads((bundle[0] / "ledger.json").read_text())
+    assert ledger["profile"] == "smoke"
+    claims = {c["id"]: c for c in ledger["claims"]}
+    assert set(registry()) <= set(claims)
+    measured = [c for c in claims.values() if c["verdict"] != "pending"]
+    assert measured and all(c["measured"] and c["notebook"] for c in measured)
+    recorded = {c["id"]: c for f in (ROOT / "build" / "smoke" / "artifacts").glob("*/claims.json")
+                for c in json.loads(f.read_text())}
+    assert recorded and all(claims[i]["verdict"] == c["verdict"] and
+                            claims[i]["measured"] == c["measured"] for i, c in recorded.items())
+    assert sum(ledger["summary"].values()) == len(claims)
+
+
+@pytest.mark.book
+def test_figures_are_files_named_by_their_numbers(bundle, smoke_book):
+    folder, _ = bundle
+    index = json.loads((folder / "figures" / "index.json").read_text())
+    assert len(index) >= 10
+    for f in index:
+        path = folder / "figures" / f["file"]
+        assert path.is_file() and f["file"].startswith(f"{f['chapter']}/fig-{f['number']}-"), f
+        assert f["caption"] and f["alt"], f
+        page = (smoke_book / "chapters" / f"{f['chapter']}.html").read_text(encoding="utf-8")
+        figure = page[page.index(f'id="{f["label"]}"'):]
+        figure = figure[:figure.index("</figure>")]
+        assert f'<span class="caption-number">Fig. {f["number"]} </span>' in figure
+        src = re.search(r'src="\.\./(_images/[^"]+)"', figure).group(1)
+        assert path.read_bytes() == (smoke_book / src).read_bytes()
+    svg = [f for f in index if f["file"].endswith(".svg")]
+    assert svg and (folder / "figures" / svg[0]["file"]).read_text().lstrip().startswith("<")
+    assert len({f["file"] for f in index}) == len(index)
+    assert "| Fig. " in (folder / "figures" / "index.md").read_text()
+
+
+@dataclass(frozen=True)
+class _Mirror(Project):
+    """The smoke build seen through another build folder (symlinks), less some of its parts."""
+
+    mirror: Path = Path()
+
+    def build_dir(self, profile: str) -> Path:
+        return self.mirror
+
+
+def _mirror(tmp_path: Path, without: tuple[str, ...]) -> _Mirror:
+    real = ROOT / "build" / "smoke"
+    mirror = tmp_path / "build-smoke"
+    mirror.mkdir()
+    for part in ("_build", "student", "artifacts", "pdf"):
+        if part not in without and (real / part).exists():
+            (mirror / part).symlink_to(real / part)
+    return _Mirror(ROOT, mirror=mirror)
+
+
+@pytest.mark.book
+def test_a_missing_part_is_refused_by_name_before_anything_is_written(smoke_book, student_book,
+                                                                      tmp_path):
+    out = tmp_path / "out"
+    project = _mirror(tmp_path, without=("pdf", "student"))
+    with pytest.raises(dist.DistError) as err:
+        dist.build(project, "smoke", out)
+    msg = str(err.value)
+    assert "student/_build/html/index.html (make student PROFILE=smoke)" in msg
+    assert "pdf/moe-routing-companion.pdf (make pdf PROFILE=smoke)" in msg
+    assert "moe-routing-companion-student.pdf" in msg
+    assert not out.exists()
+    with pytest.raises(dist.DistError, match="student/_build/html/index.html"):
+        dist.build(project, "smoke", out, pdf_optional=True)      # the PDFs alone are optional
+    with pytest.raises(ValueError, match="profile"):
+        dist.parts(PROJECT, "nope")
+
+
+@pytest.mark.book
+def test_a_failure_during_assembly_leaves_no_half_bundle(bundle, monkeypatch, tmp_path):
+    import shutil
+
+    out = tmp_path / "out"
+    out.mkdir()
+    previous = out / bundle[0].name
+    shutil.copytree(bundle[0], previous)
+    shutil.copyfile(bundle[1], out / bundle[1].name)
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+
+    def broken(*args, **kw):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(dist, "figures", broken)
+    with pytest.raises(OSError, match="disk full"):
+        dist.build(PROJECT, "smoke", out, pdf_optional=True)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    assert dist.verify(previous) == []

@@ -4,15 +4,21 @@
 #   make book                      execute all chapters (default profile) and build the HTML
 #   make test                      the whole test suite (smoke execution, book build, browser)
 #   make execute PROFILE=smoke|default|paper DEVICE=auto|cpu|cuda [NOTEBOOKS="a b"]
-#                [FORCE=1] [TIMEOUT=seconds per cell]
+#                [FORCE=1] [TIMEOUT=seconds per cell] [EXECUTOR=local|ray] [WORKERS=n|auto]
+#                (training grids: MOE_GRID_EXECUTOR / MOE_GRID_WORKERS; ray: RAY_ADDRESS)
 #   make html PROFILE=... [REPOSITORY=https://github.com/<owner>/<repo>]
 #                                  build the HTML of a profile from its executed chapters
 #                                  (with a repository: repository and launch buttons)
 #   make student [PROFILE=...]     the student edition (solutions removed at build time)
+#   make pdf [PROFILE=...]         the book as PDF, full and student editions, in build/PROFILE/pdf
 #   make assignments               build the autograded assignments and self-check them (otter run)
 #   make bench                     benchmarks (speed and scale, printed as ratios)
+#   make gpu-check                 on a CUDA GPU (~8 min): CUDA tests, timed paper-grid probe, projected
+#                                  grid time; report in build/gpu-check/report.json
 #   make lab [PORT=8888]           JupyterLab on the chapters (MyST files open as notebooks)
 #   make wheel                     the library's wheel in dist/ (pip install dist/moe_routing-*.whl)
+#   make dist [PROFILE=...]        the release bundle: HTML (full, student), PDFs, wheel, assignments,
+#                                  ledger.json, figures, MANIFEST -> dist/moe-routing-companion-VERSION/ + .tar.gz
 #   make publish REMOTE=<git url>  push the built HTML to the remote's gh-pages branch
 
 SHELL       := /bin/bash
@@ -35,7 +41,7 @@ HTML_OUT    := build/$(PROFILE)
 endif
 
 .PHONY: book student assignments execute html test unit bench chromium env lock clean help lab wheel \
-        publish
+        publish pdf poppler gpu-check dist
 
 help:
 	@sed -n '/^#/!q;p' Makefile | sed 's/^# \{0,1\}//'
@@ -73,7 +79,8 @@ execute: $(STAMP)
 	$(PY) -m moe_book.pipeline report --profile '$(PROFILE)' $(NOTEBOOKS) || exit 1; exit $$rc
 
 run-%:
-	@$(PY) -m moe_book.pipeline run --profile '$(PROFILE)' --device '$(RESOLVED_DEVICE)' \
+	@$(if $(EXECUTOR),MOE_GRID_EXECUTOR='$(EXECUTOR)') $(if $(WORKERS),MOE_GRID_WORKERS='$(WORKERS)') \
+	$(PY) -m moe_book.pipeline run --profile '$(PROFILE)' --device '$(RESOLVED_DEVICE)' \
 	  $(if $(filter 1 yes true,$(FORCE)),--force) $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $*
 
 # REPOSITORY=https://github.com/<owner>/<repo> (or the environment variable BOOK_REPOSITORY_URL)
@@ -100,7 +107,13 @@ student:
 	$(VENV)/bin/jupyter-book build "$$src" --path-output 'build/$(PROFILE)/student' -W --keep-going -q
 	@echo "Student edition: build/$(PROFILE)/student/_build/html/index.html"
 
-assignments: $(STAMP)
+# The PDF editions (full and student): the one-page HTML build of each, printed by chromium.
+pdf: chromium
+	@$(MAKE) --no-print-directory execute PROFILE='$(PROFILE)'
+	@$(MAKE) --no-print-directory $(WHEEL)
+	@$(PY) -m moe_book.pdf --profile '$(PROFILE)'
+
+assignments: $(STAMP) $(WHEEL)
 	$(PY) -m moe_book.assignments --check
 
 # --- tests ---------------------------------------------------------------------------------
@@ -111,13 +124,20 @@ chromium:
 	    apt-get install -y -qq chromium >/dev/null; \
 	  else echo "error: chromium is missing; install Debian's package 'chromium' (needs root)" >&2; exit 1; fi; }
 
+# poppler-utils (pdftotext, pdfimages) reads the PDFs back in the tests; installed when missing.
+poppler:
+	@command -v pdftotext >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq poppler-utils >/dev/null; \
+	  else echo "error: pdftotext is missing; install Debian's package 'poppler-utils' (needs root)" >&2; exit 1; fi; }
+
 # The numerical tests run a second time under other CPU kernel dispatch levels than the
 # machine's own (MKL's SSE4.2 BLAS, torch's scalar kernels): a result that holds only for one
 # kind of CPU (an exact comparison of two code paths) fails here, not on the next machine.
 OTHER_DISPATCH := MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default
 
-test: $(STAMP) chromium
-	$(VENV)/bin/ruff check src tooling tests benchmarks book/_ext
+test: $(STAMP) chromium poppler
+	$(VENV)/bin/ruff check src tooling tests benchmarks book/_ext scripts
 	$(PY) -m pytest -q
 	@echo "== numerical tests again under $(OTHER_DISPATCH)"
 	env $(OTHER_DISPATCH) $(PY) -m pytest -q -p no:cacheprovider -m "not book and not assignments"
@@ -127,6 +147,10 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Exits 2 at once without CUDA; `$(PY) scripts/gpu_check.py --device cpu --quick` checks it on a CPU.
+gpu-check: $(STAMP)
+	$(PY) scripts/gpu_check.py
 
 # JupyterLab in the project environment, local only. jupytext opens every chapter
 # (notebooks/*.md) as a notebook and saves it back as MyST; the kernel is this environment's,
@@ -148,6 +172,13 @@ $(WHEEL): $(STAMP) pyproject.toml $(shell find src -type f -not -path '*/__pycac
 
 wheel: $(WHEEL)
 	@ls $(WHEEL)
+
+# The release bundle of a profile (moe_book.dist): built from the PDFs and both HTML editions,
+# made first; refused, naming the part, when one is missing; written atomically.
+dist: pdf
+	@$(MAKE) --no-print-directory html PROFILE='$(PROFILE)'
+	@$(MAKE) --no-print-directory student PROFILE='$(PROFILE)'
+	@$(PY) -m moe_book.dist --profile '$(PROFILE)'
 
 # Publish the built HTML of a profile (default: the book of `make book`) to the gh-pages branch
 # of REMOTE with ghp-import (.nojekyll included, which _static/ needs), from a throwaway

@@ -12,5 +12,8 @@ it imports and which never imports it):
 * :mod:`moe_book.classroom` (the student edition: solutions cut from the sources) and
   :mod:`moe_book.exercises` (the exercise index);
 * :mod:`moe_book.assignments`, :mod:`moe_book.grading` -- the otter-grader assignments;
-* :mod:`moe_book.environment` -- environment.yml from the lock file.
+* :mod:`moe_book.environment` -- environment.yml from the lock file;
+* :mod:`moe_book.home` -- the book's repository: repository and launch buttons, or none;
+* :mod:`moe_book.pdf` -- the PDF edition (one-page build printed by headless Chromium);
+* :mod:`moe_book.dist` -- the release bundle with its manifest.
 """

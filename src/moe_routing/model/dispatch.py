@@ -20,10 +20,28 @@ and differs only in how the work is laid out:
   and widths that are multiples of 4 only).  Used to measure it against the segment loop.
 * ``dense`` — every expert on every token, outputs weighted by a combine matrix that is zero
   off the chosen experts.  E times the work: a test oracle only.
+
+Waiting for the GPU.  Segment ends are found on the device (``searchsorted`` in the sorted
+expert ids; a CUDA ``bincount`` reads its input's maximum back to the host).  The grouped
+matmul takes them as a device tensor, but torch runs it without a host read only where it has
+a grouped kernel (bfloat16 on sm90/sm100 GPUs in torch 2.8-2.13); elsewhere its fallback copies
+the offsets to the host in every call, forward and backward.  Hence on CUDA:
+
+* the matmuls run in autocast's dtype when autocast is on (as autocast runs ``mm``/``addmm``),
+  so a bfloat16-autocast training step takes the grouped kernel;
+* ``sorted`` picks the grouped matmul only where it does not wait (probed once per dtype,
+  :func:`grouped_mm_waits`), the segment loop otherwise: one wait per call (its split sizes
+  must be on the host), fewer than the fallback's one per grouped matmul call;
+* ``loop`` waits once per expert (``torch.where``); ``dense`` never waits, at E times the work
+  (padding every expert to the worst case, n rows each, is the same E·n rows: ``dense`` is that
+  sync-free formulation).
+
+On the CPU nothing waits and none of this changes a result: the code there is as it was.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 
 import torch
@@ -42,6 +60,28 @@ def activation_fn(name: str):
     fail("activation", name, "one of 'relu', 'gelu'")
 
 
+@contextmanager
+def _sync_debug_mode(device_type: str, mode):
+    """CUDA's sync debug mode ``mode`` (0, "warn", "error") for the block, the caller's restored:
+    the probes below must neither trip nor be counted by a caller's setting."""
+    if device_type != "cuda":
+        yield
+        return
+    old = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode(mode)
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(old)
+
+
+def _probe_inputs(device_type: str, dtype: torch.dtype):
+    x = torch.ones(8, 8, device=device_type, dtype=dtype, requires_grad=True)
+    w = torch.ones(2, 8, 8, device=device_type, dtype=dtype, requires_grad=True)
+    offs = torch.tensor([3, 8], device=device_type, dtype=torch.int32)
+    return x, w, offs
+
+
 @lru_cache(maxsize=None)
 def grouped_mm_available(device_type: str, dtype: torch.dtype) -> bool:
     """Whether this torch build runs ``grouped_mm`` (forward and backward) on this device/dtype."""
@@ -49,14 +89,40 @@ def grouped_mm_available(device_type: str, dtype: torch.dtype) -> bool:
     if fn is None or dtype not in _GROUPED_DTYPES:
         return False
     try:
-        x = torch.ones(8, 8, device=device_type, dtype=dtype, requires_grad=True)
-        w = torch.ones(2, 8, 8, device=device_type, dtype=dtype, requires_grad=True)
-        offs = torch.tensor([3, 8], device=device_type, dtype=torch.int32)
-        y = fn(x, w, offs=offs)
-        (y * y).sum().backward()
+        with _sync_debug_mode(device_type, 0):
+            x, w, offs = _probe_inputs(device_type, dtype)
+            y = fn(x, w, offs=offs)
+            (y * y).sum().backward()
         return True
     except (RuntimeError, NotImplementedError):
         return False
+
+
+@lru_cache(maxsize=None)
+def grouped_mm_waits(device_type: str, dtype: torch.dtype) -> bool:
+    """Whether ``grouped_mm`` (forward and backward) synchronises with the host on this CUDA
+    device and dtype -- torch's fallback for dtypes and GPUs without a grouped kernel reads the
+    offsets back.  Probed once under ``torch.cuda.set_sync_debug_mode("error")``; False off
+    CUDA (nothing waits on the CPU) and where ``grouped_mm`` does not run at all."""
+    if device_type != "cuda" or not grouped_mm_available(device_type, dtype):
+        return False
+    with _sync_debug_mode(device_type, 0):
+        x, w, offs = _probe_inputs(device_type, dtype)    # their copy to the device is not it
+        try:
+            with _sync_debug_mode(device_type, "error"):
+                y = F.grouped_mm(x, w, offs=offs)
+                (y * y).sum().backward()
+            return False
+        except RuntimeError:
+            return True
+
+
+def _matmul_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype the expert matmuls run in: autocast's on CUDA when it is on (what it does to
+    ``mm``/``addmm``; the grouped matmul is cast explicitly), ``x``'s otherwise."""
+    if x.is_cuda and torch.is_autocast_enabled("cuda"):
+        return torch.get_autocast_dtype("cuda")
+    return x.dtype
 
 
 def _grouped_shapes_ok(*widths: int, dtype: torch.dtype) -> bool:
@@ -100,22 +166,26 @@ def dispatch_dense(x, expert_index, gate, w1, b1, w2, b2, activation="relu"):
 def dispatch_sorted(x, expert_index, gate, w1, b1, w2, b2, activation="relu", grouped=None):
     """Fast path: sort assignments by expert, then segment matmuls or one grouped matmul.
 
-    ``grouped=None`` picks the grouped matmul on CUDA when available and shapes allow, the
-    segment loop otherwise (measured faster on CPU, see ``benchmarks/bench_moe.py``);
-    ``True`` forces it (ValueError when impossible), ``False`` forbids it.
+    ``grouped=None`` picks the grouped matmul on CUDA when available, shapes allow and it does
+    not wait for the host (module docstring), the segment loop otherwise (measured faster on
+    CPU, see ``benchmarks/bench_moe.py``); ``True`` forces it (ValueError when impossible),
+    ``False`` forbids it.
     """
     act = activation_fn(activation)
     n, k = expert_index.shape
     n_exp, d, f = w1.shape
-    can_group = (grouped_mm_available(x.device.type, x.dtype)
-                 and _grouped_shapes_ok(d, f, dtype=x.dtype))
+    mm_dtype = _matmul_dtype(x)                                           # x.dtype on the CPU
+    can_group = (grouped_mm_available(x.device.type, mm_dtype)
+                 and _grouped_shapes_ok(d, f, dtype=mm_dtype))
     if grouped is None:
-        grouped = can_group and x.device.type == "cuda"
+        grouped = (can_group and x.device.type == "cuda"
+                   and not grouped_mm_waits(x.device.type, mm_dtype))
     elif grouped and not can_group:
+        size = torch.empty((), dtype=mm_dtype).element_size()
         fail("backend", "grouped",
              f"'grouped' only where torch.nn.functional.grouped_mm runs: device "
-             f"{x.device.type!r} and dtype {x.dtype} with d_model and d_expert multiples of "
-             f"{16 // x.element_size()} (got d_model={d}, d_expert={f}), dtypes float32, "
+             f"{x.device.type!r} and dtype {mm_dtype} with d_model and d_expert multiples of "
+             f"{16 // size} (got d_model={d}, d_expert={f}), dtypes float32, "
              "bfloat16, float16; use backend 'sorted' otherwise")
 
     flat_e = expert_index.reshape(-1)                                     # (n k,)
@@ -123,19 +193,24 @@ def dispatch_sorted(x, expert_index, gate, w1, b1, w2, b2, activation="relu", gr
     # Replicate tokens k times by expand+reshape (its backward is a plain sum), then permute:
     # a gather with unique indices, whose backward is deterministic on CUDA.
     xs = x.unsqueeze(1).expand(n, k, d).reshape(n * k, d)[order]          # (n k, d)
-    counts = torch.bincount(flat_e, minlength=n_exp)                      # (e,)
+    es = flat_e[order]                                                    # (n k,) sorted ids
+    # end of each expert's segment = number of assignments to experts ≤ e (= cumsum of the
+    # counts), found on the device: no host read, unlike a CUDA bincount
+    ends = torch.searchsorted(es, torch.arange(n_exp, device=es.device, dtype=es.dtype),
+                              right=True)                                 # (e,)
 
     if grouped:
-        es = flat_e[order]                                                # (n k,) sorted ids
-        offs = torch.cumsum(counts, 0).to(torch.int32)
-        w1c, w2c = w1.to(x.dtype), w2.to(x.dtype)
-        h = _contig_grad(F.grouped_mm(xs, w1c, offs=offs))                # (n k, f)
-        h = act(h + b1.to(x.dtype)[es])
-        ys = _contig_grad(F.grouped_mm(h, w2c, offs=offs)) + b2.to(x.dtype)[es]  # (n k, d)
+        offs = ends.to(torch.int32)
+        w1c, w2c = w1.to(mm_dtype), w2.to(mm_dtype)
+        h = _contig_grad(F.grouped_mm(xs.to(mm_dtype), w1c, offs=offs))   # (n k, f)
+        h = act(h + b1.to(mm_dtype)[es])
+        ys = _contig_grad(F.grouped_mm(h, w2c, offs=offs)) + b2.to(mm_dtype)[es]  # (n k, d)
     else:
         # unbind (not w1[e]): its backward stacks the E slice gradients in one buffer instead
         # of zero-filling a full (e, d, f) gradient per expert.
         w1s, b1s, w2s, b2s = w1.unbind(0), b1.unbind(0), w2.unbind(0), b2.unbind(0)
+        # the split sizes must be on the host: on CUDA this is the one wait of this path
+        counts = torch.diff(ends, prepend=ends.new_zeros(1))              # (e,)
         parts = []
         for e, xe in enumerate(torch.split(xs, counts.tolist())):
             if xe.shape[0] == 0:

@@ -22,6 +22,17 @@ training step.  The *values* of the tensors are not scanned: NaN or Inf in logit
 probabilities propagate to a NaN loss (the training loop stops on a non-finite loss; the data
 it is given are checked once, in ``TrainData``).  A non-empty batch whose every position is
 masked out (or ignored) is legal and gives a loss of 0.
+
+Two paths, one function.  On the CPU the masked losses gather the kept positions (``x[mask]``)
+and check values with ``bool(...)``: nothing waits there, and the results the book records are
+these, bit for bit.  On a GPU both would stop the host until the device catches up (a gather
+by a boolean mask has a data-dependent size; ``bool`` reads a value), once per training step.
+There the same quantities are computed over the full tensors with the masked positions
+weighted 0 (sums divided by the kept count, clamped to 1) and the value checks are
+``torch._assert_async`` (a device-side assertion, reported at the next synchronisation; the
+data of a training run are already checked once, in ``TrainData``).  The two paths agree to
+rounding, not bit for bit (the summation order differs); ``tests/test_model_sync.py`` runs the
+GPU path's functions (``_*_async``) on the CPU against the CPU path.
 """
 
 from __future__ import annotations
@@ -67,6 +78,36 @@ def _flat_mask(mask: torch.Tensor | None, n: int, device, name: str = "mask"
 
 def _coefficient(name: str, value) -> float:
     return number(name, value, low=0)
+
+
+def on_cpu(x: torch.Tensor) -> bool:
+    """Whether ``x`` takes the CPU path (gathers by mask, ``bool`` checks) rather than the
+    device path that never waits for the host (module docstring)."""
+    return x.device.type == "cpu"
+
+
+def selected_rows(mask: torch.Tensor, count: int) -> torch.Tensor:
+    """Flat (row-major) positions (count,) of the True entries of ``mask``, given their number.
+
+    The rows ``x.reshape(-1, ...)[selected_rows(mask, count)]`` are exactly ``x[mask]``, in the
+    same order.  Why: ``x[mask]`` has a size that depends on the data, so on a GPU the host
+    waits to learn it; when the caller knows ``count`` without reading the device (the shape of
+    a tensor, a count taken on the CPU) a stable sort of ``~mask`` puts the True positions
+    first, in order, and nothing waits.  ``count`` must equal ``mask.sum()``: asserted
+    asynchronously (on a GPU a device-side assertion, reported at the next synchronisation).
+    """
+    flat = mask.reshape(-1)                                               # (n,)
+    torch._assert_async(flat.sum() == count,
+                        f"selected_rows: count={count} differs from the mask's True entries")
+    return torch.argsort((~flat).to(torch.uint8), stable=True)[:count]   # (count,)
+
+
+def _masked_mean(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` (n, ...) over the rows where ``keep`` (n,) is True, 0 when none, without
+    a gather: masked rows are replaced by 0 (not multiplied by 0: a NaN there stays out)."""
+    kept = keep.reshape(keep.shape + (1,) * (values.dim() - 1))
+    total = torch.where(kept, values, 0.0).sum(0)
+    return total / keep.sum().clamp_min(1).to(values.dtype)
 
 
 class _CrossEntropy(torch.autograd.Function):
@@ -117,11 +158,18 @@ def next_token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
     tensor("targets", targets, "int", shape=tuple(logits.shape[:-1]))
     ignore_index = integer("ignore_index", ignore_index)
     flat = _upcast(logits.reshape(-1, logits.shape[-1]))                  # (n, v)
-    if flat.device.type == "cpu":
+    if on_cpu(flat):
         return _CrossEntropy.apply(flat, targets.reshape(-1), ignore_index)
-    if not bool((targets != ignore_index).any()):
-        return flat.sum() * 0.0
-    return F.cross_entropy(flat, targets.reshape(-1), ignore_index=ignore_index)
+    return _cross_entropy_async(flat, targets.reshape(-1), ignore_index)
+
+
+def _cross_entropy_async(logits: torch.Tensor, targets: torch.Tensor,
+                         ignore_index: int) -> torch.Tensor:
+    """GPU path of :func:`next_token_cross_entropy`: logits (n, v), targets (n,).  The sum over
+    non-ignored rows divided by their count clamped to 1 -- the mean, and 0 when every target
+    is ignored, without asking the device whether any is not."""
+    n_valid = (targets != ignore_index).sum().clamp_min(1).to(logits.dtype)
+    return F.cross_entropy(logits, targets, ignore_index=ignore_index, reduction="sum") / n_valid
 
 
 def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
@@ -141,6 +189,8 @@ def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
     probs = router_probs.reshape(-1, n_exp)                               # (n, e)
     idx = expert_index.reshape(probs.shape[0], -1)                        # (n, k)
     m = _flat_mask(mask, probs.shape[0], probs.device)
+    if m is not None and not on_cpu(probs):
+        return _load_balancing_async(probs, idx, m, alpha)
     if m is not None:
         probs, idx = probs[m], idx[m]
     if probs.shape[0] == 0:
@@ -153,6 +203,19 @@ def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
     return alpha * n_exp * (f * p).sum()
 
 
+def _load_balancing_async(probs: torch.Tensor, idx: torch.Tensor, keep: torch.Tensor,
+                          alpha: float) -> torch.Tensor:
+    """GPU path of :func:`load_balancing_loss`: probs (n, e), idx (n, k), keep (n,) bool.  The
+    masked-out tokens count 0 in ``f`` and ``P`` instead of being gathered away."""
+    n_exp, k = probs.shape[1], idx.shape[1]
+    w = keep.to(probs.dtype)[:, None].expand(-1, k).reshape(-1)            # (n k,)
+    counts = torch.zeros(n_exp, device=probs.device, dtype=probs.dtype)
+    counts = counts.scatter_add(0, idx.reshape(-1), w)                    # (e,)
+    f = counts / (keep.sum().clamp_min(1).to(probs.dtype) * k)            # (e,), Σ f = 1
+    p = _masked_mean(probs, keep)                                         # (e,), Σ P = 1
+    return alpha * n_exp * (f * p).sum()
+
+
 def router_z_loss(router_logits: torch.Tensor, beta: float = 1e-3,
                   mask: torch.Tensor | None = None) -> torch.Tensor:
     """ST-MoE z-loss ``β · mean_x logsumexp(logits_x)^2``; keeps router logits small."""
@@ -160,6 +223,8 @@ def router_z_loss(router_logits: torch.Tensor, beta: float = 1e-3,
     tensor("router_logits", router_logits, "float", min_ndim=1)
     z = torch.logsumexp(_upcast(router_logits), dim=-1).reshape(-1)        # (n,)
     m = _flat_mask(mask, z.shape[0], z.device)
+    if m is not None and not on_cpu(z):
+        return beta * _masked_mean(z ** 2, m)
     if m is not None:
         z = z[m]
     if z.numel() == 0:
@@ -175,8 +240,11 @@ def task_to_expert(task_ids: torch.Tensor, n_experts: int) -> torch.Tensor:
     """
     n_experts = integer("n_experts", n_experts, low=1)
     tensor("task_ids", task_ids, "int")
-    require(not bool((task_ids < 0).any()), "task_ids.min()", int(task_ids.min()),
-            "task ids ≥ 0")
+    if on_cpu(task_ids):
+        require(not bool((task_ids < 0).any()), "task_ids.min()", int(task_ids.min()),
+                "task ids ≥ 0")
+    else:       # checked once in TrainData; here without waiting for the device
+        torch._assert_async((task_ids >= 0).all(), "task_to_expert: task ids must be ≥ 0")
     return task_ids % n_experts
 
 
@@ -195,6 +263,8 @@ def task_router_loss(router_logits: torch.Tensor, expert_targets: torch.Tensor,
     logits = _upcast(router_logits.reshape(-1, n_exp))                     # (n, e)
     targets = expert_targets.reshape(-1)
     m = _flat_mask(mask, logits.shape[0], logits.device)
+    if not on_cpu(logits):
+        return _task_router_async(logits, targets, m)
     if m is not None:
         logits, targets = logits[m], targets[m]
     if targets.numel() == 0:
@@ -203,6 +273,20 @@ def task_router_loss(router_logits: torch.Tensor, expert_targets: torch.Tensor,
     require(lo >= 0 and hi < n_exp, "expert_targets range", f"{lo}..{hi}",
             f"expert ids in 0..{n_exp - 1}")
     return F.cross_entropy(logits, targets)
+
+
+def _task_router_async(logits: torch.Tensor, targets: torch.Tensor,
+                       keep: torch.Tensor | None) -> torch.Tensor:
+    """GPU path of :func:`task_router_loss`: logits (n, e), targets (n,), keep (n,) bool or None.
+    Unsupervised rows get the ignored target; the range check is a device-side assertion."""
+    n_exp = logits.shape[1]
+    ok = (targets >= 0) & (targets < n_exp)                               # (n,)
+    if keep is not None:
+        ok = ok | ~keep
+        targets = torch.where(keep, targets, IGNORE_INDEX)
+    torch._assert_async(ok.all(), f"task_router_loss: expert targets must lie in "
+                                  f"0..{n_exp - 1} at the supervised positions")
+    return _cross_entropy_async(logits, targets, IGNORE_INDEX)
 
 
 def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
@@ -230,8 +314,11 @@ def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
     zero = _upcast(logits.new_zeros(()))
     real = targets != ignore_index                                        # (b, t)
     if logits.dim() == 2 and targets.dim() == 2:
-        # logits computed only at the non-padding positions (``logits_mask=targets != ignore``)
-        ce = next_token_cross_entropy(logits, targets[real], ignore_index)
+        # logits computed only at the non-padding positions (``logits_mask=targets != ignore``);
+        # on a GPU their number, logits.shape[0], gathers the targets without a wait
+        picked = (targets[real] if on_cpu(targets)
+                  else targets.reshape(-1)[selected_rows(real, logits.shape[0])])
+        ce = next_token_cross_entropy(logits, picked, ignore_index)
     else:
         ce = next_token_cross_entropy(logits, targets, ignore_index)
     lb = (load_balancing_loss(router_probs, expert_index, lb_alpha, real)

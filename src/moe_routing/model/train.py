@@ -307,6 +307,10 @@ def _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
     opt = torch.optim.AdamW(model.param_groups(cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98),
                             foreach=True)
     gen = torch.Generator().manual_seed(cfg.seed)
+    # the same order on the CPU (a generator seeded alike): each batch's number of supervised
+    # positions is counted there, so the model selects them on the device without a wait
+    host_order = batch_order(n, cfg.batch_size, total, torch.Generator().manual_seed(cfg.seed))
+    n_real = (data.targets != IGNORE_INDEX).sum(1)                      # (n,) on the CPU
     hist = History(device=device)
     # first step whose total loss was not finite (-1: none yet) and that loss: kept on the
     # device, read with the logged losses, so that no step waits for the GPU
@@ -316,14 +320,16 @@ def _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
     model.train()
     t0 = time.perf_counter()
     bar = tqdm(range(total), disable=not cfg.progress, desc=cfg.objective, leave=False)
-    for step, idx in zip(bar, batch_order(n, cfg.batch_size, total, gen, device)):
+    for step, idx, host_idx in zip(bar, batch_order(n, cfg.batch_size, total, gen, device),
+                                   host_order):
         lr = _lr_at(cfg, step, total)
         for g in opt.param_groups:
             g["lr"] = lr
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_amp):
             tgt = targets[idx]                                            # (b, t)
             real = tgt != IGNORE_INDEX
-            out = model(inputs[idx], logits_mask=real)                    # logits (m, v)
+            out = model(inputs[idx], logits_mask=real,                    # logits (m, v)
+                        n_selected=int(n_real[host_idx].sum()))
             parts = objective_loss(
                 cfg.objective, out.logits, tgt, out.router_logits, out.router_probs,
                 out.expert_index, None if task_ids is None else task_ids[idx],

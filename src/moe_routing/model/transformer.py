@@ -27,6 +27,7 @@ from ..validation import choice, fail, flag, integer, number, require
 from .checks import finite_values, tensor
 from .config import BACKENDS, MoEConfig
 from .dispatch import dispatch
+from .losses import on_cpu, selected_rows
 
 
 class ModelOutput(NamedTuple):
@@ -201,12 +202,17 @@ class MoETransformer(nn.Module):
     # ------------------------------------------------------------------ forward
     def forward(self, idx: torch.Tensor, return_internals: bool = False,
                 backend: str | None = None,
-                logits_mask: torch.Tensor | None = None) -> ModelOutput:
+                logits_mask: torch.Tensor | None = None,
+                n_selected: int | None = None) -> ModelOutput:
         """idx (b, t) token ids, t ≤ max_len → :class:`ModelOutput`.
 
         ``logits_mask`` (b, t) bool: compute logits only there (training skips padding this way:
         the unembedding and the softmax over the vocabulary are most of a step's cost); then
-        ``logits`` is (m, v) for the m selected positions in row-major order.
+        ``logits`` is (m, v) for the m selected positions in row-major order.  ``n_selected``:
+        m, when the caller knows it without reading the device (the training data's CPU copy):
+        then on a GPU the selection does not wait for the device (``losses.selected_rows``);
+        without it, ``a2[logits_mask]`` has a data-dependent size and the host waits once per
+        call.  On the CPU the result is the same either way (m is then checked).
 
         Checks read metadata only (this runs in every training step): the token *values* are
         checked where data enter (``TrainData``, the evaluation functions); an id outside the
@@ -221,13 +227,17 @@ class MoETransformer(nn.Module):
             choice("backend", backend, BACKENDS)
         if logits_mask is not None:
             tensor("logits_mask", logits_mask, "bool", shape=(b, t), nonempty=False)
+        if n_selected is not None:
+            require(logits_mask is not None, "n_selected", n_selected,
+                    "None unless logits_mask is given (it counts logits_mask's True entries)")
+            n_selected = integer("n_selected", n_selected, low=0, high=b * t)
         pos = torch.arange(t, device=idx.device)
         a = self.tok_emb(idx) + self.pos_emb(pos)                         # (b, t, d)
         attn_out, att, heads = self.attn(self.ln_attn(a), return_internals)
         a1 = a + attn_out                                                 # A'
         x = self.ln_moe(a1)
         router_logits = self.router(x)                                    # (b, t, e)
-        if self.knockout_mode == "reroute" and bool((self.expert_alive == 0).any()):
+        if self.knockout_mode == "reroute":     # no expert dead: masked_fill changes nothing
             router_logits = router_logits.masked_fill(self.expert_alive == 0, float("-inf"))
         probs = router_logits.softmax(-1)                                 # (b, t, e)
         top_p, top_i = probs.topk(cfg.top_k, dim=-1)                      # (b, t, k)
@@ -238,7 +248,12 @@ class MoETransformer(nn.Module):
                            gate.reshape(b * t, -1), backend).view(b, t, -1)
         a2 = a1 + moe                                                     # A''
         if logits_mask is not None:
-            a2 = a2[logits_mask]                                          # (m, d)
+            if n_selected is None or on_cpu(a2):
+                a2 = a2[logits_mask]                                      # (m, d)
+                require(n_selected is None or a2.shape[0] == n_selected, "n_selected",
+                        n_selected, f"the number of True entries of logits_mask ({a2.shape[0]})")
+            else:
+                a2 = a2.reshape(b * t, -1)[selected_rows(logits_mask, n_selected)]  # (m, d)
         logits = self.unembed(self.ln_out(a2))                            # (b, t, v) | (m, v)
         if not return_internals:
             return ModelOutput(logits, router_logits, probs, top_i, gate)

@@ -204,3 +204,17 @@ def test_a_failure_during_assembly_leaves_no_half_bundle(bundle, monkeypatch, tm
         dist.build(PROJECT, "smoke", out, pdf_optional=True)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     assert dist.verify(previous) == []
+
+
+def test_images_no_page_shows_are_left_out(tmp_path):
+    from moe_book.dist import drop_unreferenced_images
+
+    html = tmp_path / "html"
+    (html / "_images").mkdir(parents=True)
+    (html / "chapters").mkdir()
+    for name in ("fig-a.svg", "old-b.svg", "shown-c.png"):
+        (html / "_images" / name).write_text("x")
+    (html / "chapters" / "a.html").write_text('<img src="../_images/fig-a.svg">')
+    (html / "index.html").write_text('<a href="_images/shown-c.png">c</a>')
+    assert drop_unreferenced_images(html) == ["old-b.svg"]
+    assert sorted(p.name for p in (html / "_images").iterdir()) == ["fig-a.svg", "shown-c.png"]

@@ -251,3 +251,24 @@ def test_finished_runs_are_never_trained_again(serial, tmp_path, monkeypatch):
     monkeypatch.setattr(tr, "run_experiment", boom)
     rows = run_grid(GRID[:2], tmp_path, progress=False, executor="local", workers=2)
     assert all(r["cached"] for r in rows) and [comparable(r) for r in rows] == serial[:2]
+
+
+def test_local_workers_spread_round_robin_over_the_gpus():
+    assert [ex.gpu_of_worker(i, 4) for i in range(6)] == [0, 1, 2, 3, 0, 1]
+    assert [ex.gpu_of_worker(i, 1) for i in range(3)] == [0, 0, 0]
+    with pytest.raises(ValueError, match="n_gpus"):
+        ex.gpu_of_worker(0, 0)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_grid_sizes_one_worker_per_gpu_and_pins_them():
+    how = ex.plan("local", None, threads=1, devices=["cuda"])
+    assert how.cuda and how.workers == torch.cuda.device_count()
+    tasks = [ex.Task(f"t{i}", f"task {i}", ()) for i in range(2 * how.workers)]
+    if how.workers < 2:
+        how = ex.Plan("local", 2, 1, True)
+    seen = []
+    assert ex.run_tasks(torch.cuda.current_device, tasks, how,
+                        on_result=lambda _task, gpu: seen.append(gpu)) == []
+    assert sorted(set(seen)) == list(range(min(how.workers, torch.cuda.device_count())))

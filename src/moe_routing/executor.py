@@ -10,7 +10,7 @@ Backends (``executor``):
 * ``local`` (the default) -- a pool of ``spawn``\\ ed worker processes on this machine, each with
   the caller's torch thread count, sized so that workers × threads = cores (``workers=None``);
   ``workers=1``, or a single task, runs in the calling process.  On CUDA the automatic size is
-  one (the runs share one device).
+  one worker per GPU, each pinned to its GPU; more workers than GPUs share them round-robin.
 * ``ray`` -- every task a Ray task asking for ``threads`` CPUs (and a fraction of a GPU on CUDA).
   With ``RAY_ADDRESS`` set the grid goes to that running cluster (checked with a TCP connection
   first, so an unreachable address is one line here, not a Ray traceback); otherwise a Ray
@@ -173,7 +173,7 @@ def plan(executor: str | None = None, workers: int | str | None = None, *,
     if executor == "local":
         cuda = any(resolve_device(d) == "cuda" for d in devices)   # ValueError: no CUDA here
         if n is None:
-            n = 1 if cuda else max(1, cpu_cores() // threads)
+            n = max(1, torch.cuda.device_count()) if cuda else max(1, cpu_cores() // threads)
         return Plan("local", n, threads, cuda)
     _import_ray(name)
     address = _ray_address()
@@ -251,11 +251,26 @@ def _call(fn: Callable, args: tuple, threads: int | None) -> tuple[bool, Any, fl
         return False, one_line(e), time.perf_counter() - t0, traceback.format_exc()
 
 
-def _worker_init(threads: int) -> None:
-    """A local worker process: the caller's torch thread count."""
+def _worker_init(threads: int, gpu_slot=None) -> None:
+    """A local worker process: the caller's torch thread count and, for CUDA grids, its own GPU.
+
+    ``gpu_slot`` is a shared counter: the i-th worker to start takes GPU ``i mod n_gpus`` as
+    its current device, so that workers spread round-robin over the GPUs (one per GPU with
+    the automatic size; ``workers`` > GPUs puts several runs on each GPU, for runs small
+    enough to share one) and a run's ``device="cuda"`` means that GPU."""
     import torch
 
     torch.set_num_threads(threads)
+    if gpu_slot is not None and torch.cuda.is_available():
+        with gpu_slot.get_lock():
+            slot = gpu_slot.value
+            gpu_slot.value += 1
+        torch.cuda.set_device(gpu_of_worker(slot, torch.cuda.device_count()))
+
+
+def gpu_of_worker(slot: int, n_gpus: int) -> int:
+    """The GPU the ``slot``-th local worker takes (round-robin; see :func:`_worker_init`)."""
+    return integer("slot", slot, low=0) % integer("n_gpus", n_gpus, low=1)
 
 
 def one_line(e: BaseException) -> str:
@@ -365,9 +380,10 @@ def _run_pool(fn, tasks: list[Task], how: Plan, finish) -> None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    pool = ProcessPoolExecutor(max_workers=min(how.workers, len(tasks)),
-                               mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_worker_init, initargs=(how.threads,))
+    ctx = multiprocessing.get_context("spawn")
+    gpu_slot = ctx.Value("i", 0) if how.cuda else None
+    pool = ProcessPoolExecutor(max_workers=min(how.workers, len(tasks)), mp_context=ctx,
+                               initializer=_worker_init, initargs=(how.threads, gpu_slot))
     try:
         futures = {pool.submit(_call, fn, t.args, how.threads): t for t in tasks}
         for fut in as_completed(futures):

@@ -226,6 +226,24 @@ The executable companion to two papers on routing in Mixture-of-Experts models, 
 def _copy_tree(src: Path, dst: Path) -> None:
     # the HTML folders hold Sphinx's build cache (.doctrees lives beside html/, .buildinfo in it)
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".buildinfo", "__pycache__"))
+    drop_unreferenced_images(dst)
+
+
+def drop_unreferenced_images(html: Path) -> list[str]:
+    """Remove the files of ``html/_images`` that no page refers to, and return their names.
+
+    Sphinx builds incrementally and never deletes an image it wrote: a figure that changed or
+    left a chapter keeps its old file there.  A bundle ships what the pages show, nothing
+    else."""
+    images = html / "_images"
+    if not images.is_dir():
+        return []
+    pages = "\n".join(p.read_text(encoding="utf-8", errors="replace")
+                      for p in html.rglob("*.html"))
+    dropped = sorted(f.name for f in images.iterdir() if f.is_file() and f.name not in pages)
+    for name in dropped:
+        (images / name).unlink()
+    return dropped
 
 
 def manifest_files(folder: Path) -> list[dict]:

@@ -124,6 +124,7 @@ class PageReport:
     broken_images: list[str] = field(default_factory=list)
     n_images: int = 0
     tex_leaks: list[str] = field(default_factory=list)
+    wide_code: list[str] = field(default_factory=list)
 
     @property
     def problems(self) -> list[str]:
@@ -138,6 +139,8 @@ class PageReport:
             out.append(f"{self.math_expected} math elements but no mjx-container (MathJax did not run)")
         if self.broken_images:
             out.append(f"broken images: {self.broken_images[:5]}")
+        if self.wide_code:
+            out.append(f"code wider than the column at {DESKTOP_WIDTH} px: {self.wide_code[:3]}")
         return out
 
 
@@ -217,6 +220,28 @@ def broken_internal_links(root: Path) -> list[str]:
     return bad
 
 
+# Code shown on a page (cell inputs) whose longest line does not fit the text column at desktop
+# width: measured with the lines unwrapped (the book's CSS wraps code and printed output, so at
+# phone width they wrap instead of being cut; at desktop width no code line should need to;
+# printed measurement lines may wrap).
+DESKTOP_WIDTH = 1280
+WIDE_CODE_JS = """() => {
+  const out = [];
+  for (const e of document.querySelectorAll('div.cell_input pre')) {
+    const closed = e.closest('details:not([open])');       // a collapsed (hidden) cell
+    if (closed || e.offsetParent === null || e.clientWidth === 0) continue;
+    const old = e.style.whiteSpace;
+    e.style.whiteSpace = 'pre';
+    if (e.scrollWidth > e.clientWidth + 1) {
+      const line = e.innerText.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '');
+      out.push(line.trim().slice(0, 60));
+    }
+    e.style.whiteSpace = old;
+  }
+  return out;
+}"""
+
+
 def check_pages(root: Path, screenshots: Path | None = None,
                 pages: list[Path] | None = None) -> list[PageReport]:
     from playwright.sync_api import sync_playwright
@@ -228,7 +253,7 @@ def check_pages(root: Path, screenshots: Path | None = None,
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run",
                   "--disable-quic", "--allow-file-access-from-files"])
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context = browser.new_context(viewport={"width": DESKTOP_WIDTH, "height": 900})
         for page_path in pages or html_pages(root):
             rep = PageReport(str(page_path.relative_to(root)))
             page = context.new_page()
@@ -258,6 +283,7 @@ def check_pages(root: Path, screenshots: Path | None = None,
                     pass
             rep.math_typeset = page.evaluate("document.querySelectorAll('mjx-container').length")
             rep.tex_leaks = [f"{kind}: {what}" for kind, what in page.evaluate(TEX_LEAKS_JS)]
+            rep.wide_code = page.evaluate(WIDE_CODE_JS)
             imgs = page.evaluate(
                 "Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete, "
                 "i.naturalWidth])")

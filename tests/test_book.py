@@ -271,3 +271,17 @@ def test_a_book_without_a_home_shows_no_repository_or_launch_buttons(smoke_book)
         for where in ("mybinder.org", "colab.research.google.com", "launch-buttons",
                       "repository-button"):
             assert where not in page, (name, where)
+
+
+def test_wide_code_check_sees_a_long_line_and_skips_collapsed_cells(tmp_path):
+    long = "x = " + "1 + " * 60 + "1"
+    short = "y = 1"
+    cell = '<div class="cell_input"><pre style="font-size: 12px">{}</pre></div>'
+    (tmp_path / "page.html").write_text(
+        '<html><body><main style="width: 600px">'
+        + cell.format(short) + cell.format(long)
+        + "<details><summary>hidden</summary>" + cell.format(long.replace("x", "z"))
+        + "</details></main></body></html>", encoding="utf-8")
+    (rep,) = bookcheck.check_pages(tmp_path)
+    assert rep.wide_code == [long[:60]]
+    assert rep.problems and "code wider than the column" in rep.problems[0]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import hashlib
 import html as _html
 import json
 import os
@@ -50,6 +49,7 @@ from moe_routing.atomic import atomic_write_json
 from moe_routing.runtime import PROFILES, git_commit
 from moe_routing.validation import choice
 
+from .keys import file_sha256
 from .pipeline import PipelineError, Project, find_root
 
 NAME = "moe-routing-companion"
@@ -120,18 +120,10 @@ def parts(project: Project, profile: str, *, pdf_optional: bool = False) -> Part
     if missing:
         raise DistError(f"the bundle of profile {profile!r} lacks: " + "; ".join(missing))
     offered_wheel = html / "_static" / "downloads" / wheel.name
-    if not offered_wheel.is_file() or _sha256(offered_wheel) != _sha256(wheel):
+    if not offered_wheel.is_file() or file_sha256(offered_wheel) != file_sha256(wheel):
         raise DistError(f"{rel(wheel)} is not the wheel the book offers "
                         f"({rel(offered_wheel)}): rebuild the HTML ({make_html})")
     return Parts(html, student, pdfs, wheel, assignments, artifacts)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------
@@ -251,7 +243,7 @@ def manifest_files(folder: Path) -> list[dict]:
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.relative_to(folder).as_posix()
                    not in MANIFESTS)
     return [{"path": p.relative_to(folder).as_posix(), "size": p.stat().st_size,
-             "sha256": _sha256(p)} for p in files]
+             "sha256": file_sha256(p)} for p in files]
 
 
 def verify(folder: Path) -> list[str]:

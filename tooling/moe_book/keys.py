@@ -32,3 +32,13 @@ def chapter_key(source: Path, params: dict, profile: str, device: str, lock: Pat
     h.update(lock.read_bytes() if lock.exists() else b"no-lock")
     h.update(source_fingerprint(root=library).encode())
     return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB blocks (executed notebooks, artifacts, bundle
+    files: the checksums the pipeline records and the release manifest lists)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -31,7 +31,6 @@ import argparse
 import ast
 import datetime as _dt
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -49,7 +48,7 @@ from moe_routing.atomic import atomic_write_bytes, atomic_write_json, atomic_wri
 from moe_routing.fingerprint import PACKAGE_ROOT
 from moe_routing.runtime import DEVICES, PROFILES
 
-from .keys import chapter_key
+from .keys import chapter_key, file_sha256
 
 INJECTED = ("profile", "device", "artifacts_dir")
 
@@ -222,14 +221,6 @@ def read_state(path: Path) -> dict | None:
     return st if isinstance(st, dict) else None
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def output_checksums(bdir: Path, name: str) -> dict[str, str]:
     """SHA-256 of every output of a chapter, keyed by its path relative to ``build/P``: the
     executed notebook and every file under ``artifacts/NAME/``."""
@@ -237,7 +228,7 @@ def output_checksums(bdir: Path, name: str) -> dict[str, str]:
     art = bdir / "artifacts" / name
     if art.is_dir():
         files += sorted(f for f in art.rglob("*") if f.is_file())
-    return {str(f.relative_to(bdir)): _sha256(f) for f in files if f.is_file()}
+    return {str(f.relative_to(bdir)): file_sha256(f) for f in files if f.is_file()}
 
 
 def verify_outputs(bdir: Path, name: str, state: dict | None) -> str | None:
@@ -255,7 +246,7 @@ def verify_outputs(bdir: Path, name: str, state: dict | None) -> str | None:
         f = bdir / rel
         if not f.is_file():
             return f"{rel} is missing"
-        if _sha256(f) != digest:
+        if file_sha256(f) != digest:
             return f"{rel} does not match its recorded checksum"
     extra = sorted(set(output_checksums(bdir, name)) - set(recorded))
     if extra:

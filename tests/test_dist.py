@@ -218,3 +218,14 @@ def test_images_no_page_shows_are_left_out(tmp_path):
     (html / "index.html").write_text('<a href="_images/shown-c.png">c</a>')
     assert drop_unreferenced_images(html) == ["old-b.svg"]
     assert sorted(p.name for p in (html / "_images").iterdir()) == ["fig-a.svg", "shown-c.png"]
+
+
+def test_figures_index_writes_math_for_markdown_viewers():
+    from moe_book.dist import figures_index_md
+
+    md = figures_index_md([{"number": "4.2", "file": "boundary_mass/fig-4.2-bm-binary.svg",
+                            "caption": r"Mass over \(2wS\), sizes \(|\Delta_k|\) | ratio."}])
+    row = md.splitlines()[-1]
+    assert row == (r"| Fig. 4.2 | [boundary_mass/fig-4.2-bm-binary.svg]"
+                   r"(boundary_mass/fig-4.2-bm-binary.svg) | Mass over $2wS$, sizes "
+                   r"$\|\Delta_k\|$ \| ratio. |")

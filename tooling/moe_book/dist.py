@@ -168,12 +168,15 @@ def figures(html_dir: Path, chapters: list[str]) -> list[dict]:
     return found
 
 
-def _figures_index_md(rows: list[dict]) -> str:
+def figures_index_md(rows: list[dict]) -> str:
+    """The figures' index as Markdown: a table of number, file and caption.  The captions' math
+    (MathJax's ``\\(...\\)`` in the HTML) is written ``$...$``, which Markdown viewers with
+    math (GitHub's, Jupyter's) typeset; table pipes are escaped."""
     lines = ["# Figures", "", "Every numbered figure of the book, as an image file named by its "
              "number in the book. Reuse them citing the book (CITATION.cff).", "",
              "| Figure | File | Caption |", "|---|---|---|"]
     for r in rows:
-        caption = r["caption"].replace("|", "\\|")
+        caption = re.sub(r"\\\((.+?)\\\)", r"$\1$", r["caption"]).replace("|", "\\|")
         lines.append(f"| Fig. {r['number']} | [{r['file']}]({r['file']}) | {caption} |")
     return "\n".join(lines) + "\n"
 
@@ -298,7 +301,7 @@ def build(project: Project, profile: str, out: Path | None = None, *,
             shutil.copyfile(f["source"], tree / "figures" / f["file"])
         index = [{k: v for k, v in f.items() if k != "source"} for f in figs]
         atomic_write_json(tree / "figures" / "index.json", index)
-        (tree / "figures" / "index.md").write_text(_figures_index_md(index), encoding="utf-8")
+        (tree / "figures" / "index.md").write_text(figures_index_md(index), encoding="utf-8")
         pdf_note = "" if len(src.pdfs) == len(PDFS) else \
             f" (this bundle has {', '.join(p.name for p in src.pdfs) or 'none of them'})"
         (tree / "README.md").write_text(README.format(bundle=name, wheel=src.wheel.name,

@@ -406,11 +406,6 @@ def run_label(cfg: ExperimentConfig) -> str:
     return f"E={cfg.n_experts}, {cfg.objective}, k={cfg.n_tasks}, seed {cfg.seed}"
 
 
-def _train(cfg: ExperimentConfig, artifacts_dir: str | Path | None, profile: str) -> dict:
-    """One run of :func:`run_grid`, wherever the executor puts it (looked up by name there)."""
-    return run_experiment(cfg, artifacts_dir, profile=profile)
-
-
 def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | None,
              profile: str = "smoke", progress: bool = True,
              reuse_from: Sequence[str | Path] = (), workers: int | str | None = None,
@@ -490,7 +485,7 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     log.info("grid: %d distinct run%s, %d read from a cache", n_runs, "s" if n_runs != 1 else "",
              len(done))
     tasks = [Task(key, run_label(cfg), (cfg, where, profile)) for key, cfg in pending.items()]
-    failures = run_tasks(_train, tasks, how, on_result=keep, progress=progress)
+    failures = run_tasks(run_experiment, tasks, how, on_result=keep, progress=progress)
     out, first = [], set()
     for cfg in configs:
         key = cfg.key()

@@ -148,3 +148,55 @@ def test_cross_entropy_exact_when_target_probability_underflows():
     ours.backward()
     assert torch.isfinite(logits.grad).all()
     assert next_token_cross_entropy(logits, torch.full((2,), IGNORE_INDEX)).item() == 0.0
+
+
+# --- half precision, mask layout, expert ids (bad input found by a new user) --------------
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_load_balancing_counts_in_float32_for_half_precision(dtype):
+    """70,000 assignments to one expert: a float16 count would be inf (max 65,504) and a
+    bfloat16 count would round to 8 bits; the loss must equal the float32 value."""
+    n, n_exp = 70_000, 4
+    g = torch.Generator().manual_seed(0)
+    probs32 = torch.rand(n, n_exp, generator=g).softmax(-1)
+    idx = torch.zeros(n, 1, dtype=torch.long)
+    idx[:1001] = 1                                    # 68,999 on expert 0, 1,001 on expert 1
+    ref = load_balancing_loss(probs32, idx, alpha=1.0)
+    half = load_balancing_loss(probs32.to(dtype), idx, alpha=1.0)
+    assert torch.isfinite(half)
+    assert half.dtype == torch.float32
+    # the only error left is the rounding of the probabilities themselves to `dtype`
+    assert half.item() == pytest.approx(ref.item(), rel=4e-3 if dtype == torch.bfloat16
+                                        else 1e-3)
+
+
+def test_load_balancing_half_precision_would_overflow_without_upcast():
+    """The control: counting in float16 does overflow at this size (so the test above can fail)."""
+    counts = torch.zeros(1, dtype=torch.float16).scatter_add(
+        0, torch.zeros(70_000, dtype=torch.long), torch.ones(70_000, dtype=torch.float16))
+    assert not torch.isfinite(counts).all()
+
+
+@pytest.mark.parametrize("fn", ["lb", "z", "router"])
+def test_masks_must_have_the_tokens_layout_not_only_their_number(fn):
+    b, t, e = 3, 5, 4
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(b, t, e, generator=g)
+    idx = logits.argmax(-1, keepdim=True)
+    mask = torch.rand(b, t, generator=g) > 0.3
+    call = {"lb": lambda m: load_balancing_loss(logits.softmax(-1), idx, 1.0, m),
+            "z": lambda m: router_z_loss(logits, 1.0, m),
+            "router": lambda m: task_router_loss(logits, idx[..., 0], m)}[fn]
+    call(mask)                                        # the right layout is accepted
+    with pytest.raises(ValueError, match=r"mask\.shape.*\(5, 3\).*\(3, 5\)"):
+        call(mask.T.contiguous())                     # same 15 entries, wrong tokens
+    with pytest.raises(ValueError, match=r"mask\.shape"):
+        call(mask.reshape(-1))                        # flat: also refused
+
+
+@pytest.mark.parametrize("bad", [-1, 4, 100])
+def test_load_balancing_refuses_expert_index_out_of_range(bad):
+    probs = torch.full((6, 4), 0.25)
+    idx = torch.zeros(6, 1, dtype=torch.long)
+    idx[3] = bad
+    with pytest.raises(ValueError, match=rf"expert_index range.*{bad}.*0\.\.3"):
+        load_balancing_loss(probs, idx)

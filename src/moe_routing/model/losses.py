@@ -1,4 +1,4 @@
-"""Training objectives of paper A's experiments (), as pure functions.
+"""Training objectives of paper A's experiments, as pure functions.
 
 Shape legend: ``b`` batch, ``t`` sequence, ``v`` vocabulary, ``e`` experts, ``k`` top-k,
 ``n`` tokens (any leading shape flattened).
@@ -67,13 +67,31 @@ def _upcast(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
-def _flat_mask(mask: torch.Tensor | None, n: int, device, name: str = "mask"
+def _flat_mask(mask: torch.Tensor | None, tokens: tuple[int, ...], device, name: str = "mask"
                ) -> torch.Tensor | None:
+    """The mask of the tokens of shape ``tokens`` (the leading dimensions of the tensor it
+    masks), flattened.  Its *shape* must be ``tokens``, not only its number of entries: a
+    transposed (t, b) mask for (b, t) tokens has the right number and masks the wrong ones."""
     if mask is None:
         return None
     tensor(name, mask, "bool")
-    require(mask.numel() == n, f"{name}.numel", mask.numel(), f"{n}: one entry per token")
+    require(tuple(mask.shape) == tuple(tokens), f"{name}.shape", tuple(mask.shape),
+            f"{tuple(tokens)}: one entry per token, in the tokens' own layout")
     return mask.reshape(-1).to(device=device)
+
+
+def _check_expert_ids(name: str, ids: torch.Tensor, n_experts: int) -> None:
+    """Expert ids must lie in ``0..n_experts-1``: on the CPU a ValueError naming the range
+    found; on a GPU a device-side assertion (nothing waits for the device)."""
+    if ids.numel() == 0:
+        return
+    if on_cpu(ids):
+        lo, hi = int(ids.min()), int(ids.max())
+        require(lo >= 0 and hi < n_experts, f"{name} range", f"{lo}..{hi}",
+                f"expert ids in 0..{n_experts - 1}")
+    else:
+        torch._assert_async(((ids >= 0) & (ids < n_experts)).all(),
+                            f"{name}: expert ids must lie in 0..{n_experts - 1}")
 
 
 def _coefficient(name: str, value) -> float:
@@ -178,6 +196,9 @@ def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
 
     router_probs (..., e), expert_index (..., k), mask (...) bool of tokens that count.
     ``f`` is not differentiable (a count), so the gradient flows through ``P`` as in Switch.
+    Counts and means are taken in float32 when the probabilities are float16 or bfloat16
+    (float64 stays float64): a float16 count overflows to inf past 65,504 assignments to one
+    expert, and a bfloat16 count keeps 8 significant bits.
     """
     alpha = _coefficient("alpha", alpha)
     tensor("router_probs", router_probs, "float", min_ndim=1)
@@ -186,9 +207,10 @@ def load_balancing_loss(router_probs: torch.Tensor, expert_index: torch.Tensor,
             tuple(expert_index.shape), f"{tuple(router_probs.shape[:-1])} + (top_k,): the "
             f"leading (token) dimensions of router_probs")
     n_exp = router_probs.shape[-1]
-    probs = router_probs.reshape(-1, n_exp)                               # (n, e)
+    probs = _upcast(router_probs.reshape(-1, n_exp))                      # (n, e)
     idx = expert_index.reshape(probs.shape[0], -1)                        # (n, k)
-    m = _flat_mask(mask, probs.shape[0], probs.device)
+    _check_expert_ids("expert_index", idx, n_exp)
+    m = _flat_mask(mask, tuple(router_probs.shape[:-1]), probs.device)
     if m is not None and not on_cpu(probs):
         return _load_balancing_async(probs, idx, m, alpha)
     if m is not None:
@@ -222,7 +244,7 @@ def router_z_loss(router_logits: torch.Tensor, beta: float = 1e-3,
     beta = _coefficient("beta", beta)
     tensor("router_logits", router_logits, "float", min_ndim=1)
     z = torch.logsumexp(_upcast(router_logits), dim=-1).reshape(-1)        # (n,)
-    m = _flat_mask(mask, z.shape[0], z.device)
+    m = _flat_mask(mask, tuple(router_logits.shape[:-1]), z.device)
     if m is not None and not on_cpu(z):
         return beta * _masked_mean(z ** 2, m)
     if m is not None:
@@ -262,7 +284,7 @@ def task_router_loss(router_logits: torch.Tensor, expert_targets: torch.Tensor,
     n_exp = router_logits.shape[-1]
     logits = _upcast(router_logits.reshape(-1, n_exp))                     # (n, e)
     targets = expert_targets.reshape(-1)
-    m = _flat_mask(mask, logits.shape[0], logits.device)
+    m = _flat_mask(mask, tuple(router_logits.shape[:-1]), logits.device)
     if not on_cpu(logits):
         return _task_router_async(logits, targets, m)
     if m is not None:

@@ -1,4 +1,4 @@
-"""`MoETransformer`: the single-layer Mixture-of-Experts transformer of paper A ().
+"""`MoETransformer`: the single-layer Mixture-of-Experts transformer of paper A.
 
     A'  = MHA(A) + A                  (causal multi-head attention, per-head output maps W_O)
     A'' = MoE(A') + A'                (router with temperature, top-k, stacked expert FFNs)

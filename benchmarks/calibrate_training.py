@@ -5,8 +5,9 @@ Run:  .venv/bin/python benchmarks/calibrate_training.py [--quick] [--out FILE]
 Paper A's accuracy claims ("task routing costs no accuracy", "fewer active parameters at equal
 accuracy") carry information only in a regime where the models *could* lose accuracy: where
 storing the dictionaries is hard and the number of experts matters.  This script trains, for
-one task set (20 tasks of 50 facts each, 5 templates per relation), models of three residual
-widths ``d_model`` with experts of different widths and numbers, two seeds each, and prints
+one task set (20 tasks of 50 facts each, 5 templates per relation; the last two rows 200 facts
+each), models of three residual widths ``d_model`` with experts of different widths and
+numbers, two seeds each, and prints
 
 * test exact match (mean over seeds, 95 % interval: the larger of the seed-to-seed standard
   error and the test set's binomial standard error, times 1.96 — see
@@ -35,28 +36,32 @@ from moe_routing.experiments import ExperimentConfig, accuracy_interval, run_gri
 ROOT = Path(__file__).resolve().parents[1]
 
 #: the shared part of every calibration run (the chapter's default profile, K = 20)
-COMMON = dict(n_tasks=20, n_relations=50, n_pairs=50, n_templates=5, n_heads=2, steps=1500,
+COMMON = dict(n_tasks=20, n_relations=50, n_templates=5, n_heads=2, steps=1500,
               batch_size=128, lr=0.01, objective="ce")
 
-#: (label, d_model, n_experts, d_expert): the models compared
+#: (label, d_model, n_experts, d_expert, n_pairs): the models compared; the last rows take the
+#: paper's 200 pairs per relation (four times the facts, the same 20 tasks)
 MODELS = [
-    ("d_model 64, 1 expert of 4 neurons", 64, 1, 4),
-    ("d_model 64, 1 expert of 32", 64, 1, 32),
-    ("d_model 64, 7 experts of 32", 64, 7, 32),
-    ("d_model 32, 1 expert of 4", 32, 1, 4),
-    ("d_model 32, 1 expert of 32", 32, 1, 32),
-    ("d_model 32, 7 experts of 32", 32, 7, 32),
-    ("d_model 16, 1 expert of 8", 16, 1, 8),
-    ("d_model 16, 1 expert of 32", 16, 1, 32),
-    ("d_model 16, 3 experts of 32", 16, 3, 32),
-    ("d_model 16, 7 experts of 32", 16, 7, 32),
-    ("d_model 16, 1 expert of 224 (dense, same total)", 16, 1, 224),
+    ("d_model 64, 1 expert of 4 neurons", 64, 1, 4, 50),
+    ("d_model 64, 1 expert of 32", 64, 1, 32, 50),
+    ("d_model 64, 7 experts of 32", 64, 7, 32, 50),
+    ("d_model 32, 1 expert of 4", 32, 1, 4, 50),
+    ("d_model 32, 1 expert of 32", 32, 1, 32, 50),
+    ("d_model 32, 7 experts of 32", 32, 7, 32, 50),
+    ("d_model 16, 1 expert of 8", 16, 1, 8, 50),
+    ("d_model 16, 1 expert of 32", 16, 1, 32, 50),
+    ("d_model 16, 3 experts of 32", 16, 3, 32, 50),
+    ("d_model 16, 7 experts of 32", 16, 7, 32, 50),
+    ("d_model 16, 1 expert of 224 (dense, same total)", 16, 1, 224, 50),
+    ("d_model 16, 1 expert of 32, 200 pairs", 16, 1, 32, 200),
+    ("d_model 16, 7 experts of 32, 200 pairs", 16, 7, 32, 200),
 ]
 
 
 def configs(seeds) -> list[tuple[str, ExperimentConfig]]:
-    return [(label, ExperimentConfig(d_model=dm, n_experts=e, d_expert=de, seed=s, **COMMON))
-            for label, dm, e, de in MODELS for s in seeds]
+    return [(label, ExperimentConfig(d_model=dm, n_experts=e, d_expert=de, n_pairs=n_pairs,
+                                     seed=s, **COMMON))
+            for label, dm, e, de, n_pairs in MODELS for s in seeds]
 
 
 def commit() -> str:
@@ -82,12 +87,12 @@ def main() -> None:
                        profile="default", progress=False)
     wall = time.perf_counter() - t0
     rows = []
-    for label, dm, e, de in MODELS:
+    for label, dm, e, de, n_pairs in MODELS:
         res = [r for (lab, _), r in zip(pairs, results) if lab == label]
         iv = accuracy_interval([r["accuracy"] for r in res], [r["n_test"] for r in res])
         train = float(np.mean([r["train_accuracy"] for r in res]))
         neurons = e * de
-        rows.append(dict(model=label, d_model=dm, n_experts=e, d_expert=de,
+        rows.append(dict(model=label, d_model=dm, n_experts=e, d_expert=de, n_pairs=n_pairs,
                          accuracy=iv.mean, accuracy_low=iv.low, accuracy_high=iv.high,
                          interval_from=iv.source, train_accuracy=train,
                          active_params=float(np.mean([r["params"]["active"] for r in res])),

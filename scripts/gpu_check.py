@@ -25,7 +25,6 @@ Exit status: 0 when the CUDA tests passed (or were not run) and a probe was meas
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -39,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "notebooks" / "params" / "paper.yaml"
 PARAM_KEYS = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
               "grid_tasks", "grid_experts", "d_model", "n_heads", "d_expert", "steps",
-              "batch_size", "lr", "dense_reference")
+              "batch_size", "lr", "rule_power")
 #: tiny sizes of ``--quick``: each probe still stands for its corner of the paper grid
 QUICK = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
              batch_size=32, fewest_tasks=2, most_tasks=4, experts=3)
@@ -104,26 +103,11 @@ def load_training_params(path: Path) -> dict:
 
 
 def grid_runs(p: dict) -> list:
-    """The distinct training runs of the training chapter under these parameters (its cell that
-    builds ``fig2_cfgs``, ``grid_cfgs`` and ``dense_cfgs``), one per training key."""
-    from moe_routing.experiments import ExperimentConfig, grid_configs
-    from moe_routing.model.losses import OBJECTIVES
+    """The distinct training runs of the training chapter under these parameters (the
+    library's ``training_plan``, which the chapter builds its runs with), one per training key."""
+    from moe_routing.experiments.plan import training_plan
 
-    common = dict(n_relations=p["n_relations"], n_pairs=p["n_pairs"],
-                  n_templates=p["n_templates"], d_model=p["d_model"], n_heads=p["n_heads"],
-                  d_expert=p["d_expert"], steps=p["steps"], batch_size=p["batch_size"],
-                  lr=p["lr"])
-    seeds = p["seeds"]
-    fig2 = [ExperimentConfig(n_tasks=p["fig2_tasks"], n_experts=p["fig2_experts"], objective=o,
-                             seed=seeds[0], **common) for o in OBJECTIVES]
-    grid = grid_configs(p["grid_tasks"], p["grid_experts"], OBJECTIVES, seeds, **common)
-    dense = [ExperimentConfig(n_tasks=max(p["grid_tasks"]), n_experts=1, objective="ce", seed=s,
-                              **{**common, "d_expert": p["d_expert"] * max(p["grid_experts"])})
-             for s in seeds] if p["dense_reference"] else []
-    unique = {}
-    for c in fig2 + grid + dense:
-        unique.setdefault(json.dumps(c.training_key(), sort_keys=True), c)
-    return list(unique.values())
+    return training_plan(**{k: p[k] for k in PARAM_KEYS}).distinct()
 
 
 def probe_plan(p: dict, quick: bool, device: str) -> list[tuple[str, dict, object]]:
@@ -144,11 +128,10 @@ def probe_plan(p: dict, quick: bool, device: str) -> list[tuple[str, dict, objec
             ("most tasks", dict(n_tasks=kmax, n_experts=emax, d_expert=p["d_expert"]),
              ExperimentConfig(n_tasks=tasks[1], n_experts=experts, objective="ce+router",
                               device=device, **size))]
-    if p["dense_reference"]:
-        plan.append(("dense", dict(n_tasks=kmax, n_experts=1, d_expert=p["d_expert"] * emax),
-                     ExperimentConfig(n_tasks=tasks[1], n_experts=1, objective="ce",
-                                      device=device, **{**size,
-                                                        "d_expert": size["d_expert"] * experts})))
+    # the chapter always trains the dense reference
+    plan.append(("dense", dict(n_tasks=kmax, n_experts=1, d_expert=p["d_expert"] * emax),
+                 ExperimentConfig(n_tasks=tasks[1], n_experts=1, objective="ce", device=device,
+                                  **{**size, "d_expert": size["d_expert"] * experts})))
     return plan
 
 

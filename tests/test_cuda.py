@@ -214,13 +214,14 @@ def test_gpu_check_refuses_bad_arguments_before_work(tmp_path):
 def paper_grid_runs() -> tuple[int, int]:
     """(runs, steps per run) of the paper profile's training chapter, counted by hand from its
     parameters: one-expert cells are shared by the three objectives, Figure 2's cell is one of
-    the grid's, plus one dense reference per seed."""
+    the grid's, plus one dense reference per seed and the six broken variants of the rules'
+    power table (``rule_power``)."""
     p = yaml.safe_load((ROOT / "notebooks" / "params" / "paper.yaml").read_text())["training"]
     seeds, tasks, experts = len(p["seeds"]), p["grid_tasks"], p["grid_experts"]
     ones = sum(e == 1 for e in experts)
     grid = len(tasks) * (ones + 3 * (len(experts) - ones)) * seeds
     fig2_in_grid = p["fig2_tasks"] in tasks and p["fig2_experts"] in experts
-    return grid + (0 if fig2_in_grid else 3) + (seeds if p["dense_reference"] else 0), p["steps"]
+    return grid + (0 if fig2_in_grid else 3) + seeds + (6 if p["rule_power"] else 0), p["steps"]
 
 
 def test_gpu_check_quick_on_the_cpu(tmp_path):

@@ -202,6 +202,40 @@ def designated_counts(task_totals, n_experts: int) -> np.ndarray:
     return out
 
 
+def load_entropy(loads) -> float:
+    """Entropy of the expert loads (counts or fractions, (E,)) divided by log E: 1 when every
+    expert gets the same share, 0 when one expert gets everything (1 for a single expert,
+    which is trivially balanced).  The measure of "the load is shared" that NMI is not: a
+    router sending every token to one expert has NMI 0 as well."""
+    w = finite_array("loads", loads, ndim=1, low=0)
+    require(w.sum() > 0, "loads.sum()", float(w.sum()), "a positive total load")
+    if w.size == 1:
+        return 1.0
+    return float(_entropy(w / w.sum()) / np.log(w.size))
+
+
+def achievable_diagonal(groups, designated) -> float:
+    """The largest diagonal mass a router can reach when it sees only ``groups``.
+
+    groups : (m,) integer ids of what the router's input is at each of m positions (for a
+        one-layer causal model, the prefix read so far: a trie node); designated : (m,) the
+        designated expert of each position's task.  Positions of one group get the same router
+        input, so at best all of them go to the group's most frequent designated expert:
+        ``Σ_g max_e #{x ∈ g : m(x) = e} / m``.  It is 1 when every group holds one task (or
+        tasks with one designated expert), and below 1 where prefixes shared by several tasks
+        (BOS, a template word common to several relations) are counted -- the ceiling a
+        diagonal mass over those positions must be compared with.
+    """
+    g, d = _ids("groups", groups), _ids("designated", designated)
+    require(g.size == d.size, "designated.size", d.size, f"{g.size} (one per position)")
+    require(g.size > 0, "groups.size", 0, "at least one position")
+    _, gi = np.unique(g, return_inverse=True)
+    _, di = np.unique(d, return_inverse=True)
+    table = np.zeros((gi.max() + 1, di.max() + 1))
+    np.add.at(table, (gi, di), 1.0)
+    return float(table.max(1).sum() / g.size)
+
+
 def routing_summary(task_ids, expert_ids, n_tasks: int, n_experts: int,
                     router_probs=None) -> dict:
     """All the scalar metrics above in one JSON-ready dict (plus the count matrix ``counts``
@@ -216,6 +250,7 @@ def routing_summary(task_ids, expert_ids, n_tasks: int, n_experts: int,
         "matched_accuracy": matched_accuracy(c),
         "many_to_one_accuracy": many_to_one_accuracy(c),
         "utilisation": expert_utilisation(expert_ids, n_experts).tolist(),
+        "load_entropy_normalised": load_entropy(c.sum(0)),
     }
     if router_probs is not None:
         shape = tuple(getattr(router_probs, "shape", None) or np.shape(router_probs))

@@ -19,7 +19,12 @@ What is measured (all on the **test** split unless named otherwise):
 * routing, counted at two sets of token positions of the test sentences:
   ``routing_all`` — every input position at which a next token is predicted (BOS, the template
   words, the subject; i.e. the positions the CE loss and the task-router loss are taken on);
-  ``routing_object`` — only the position that predicts the object (the last token before ⋆2).
+  ``routing_object`` — only the position that predicts the object (the last token before ⋆2);
+  ``routing_determined`` — the positions whose prefix is continued by sentences of one task
+  only (there a router *can* know the task; None when there is none).  ``routing_all`` also
+  holds ``achievable_diagonal`` (:func:`moe_routing.routing_metrics.achievable_diagonal`: the
+  best diagonal mass a router reading the prefix can reach over all positions) and
+  ``determined_fraction``.
   Each is :func:`moe_routing.routing_metrics.routing_summary`: P(E|T), purity, NMI, diagonal
   (designated expert ``task mod E``) and Hungarian-matched accuracy, router entropy, expert
   utilisation.
@@ -78,11 +83,22 @@ from ..runtime import DEVICES, PROFILES
 log = logging.getLogger(__name__)
 
 #: version of the result format and of the measurement code; part of every cache key
-#: (2: the budget is ``steps``, not epochs; test accuracy is evaluated at each quarter)
-RESULT_VERSION = 2
+#: (2: the budget is ``steps``, not epochs; test accuracy is evaluated at each quarter;
+#: 3: routing at the task-determined positions, the achievable diagonal, broken variants)
+RESULT_VERSION = 3
 
 #: test exact match is evaluated after each quarter of training (for :func:`convergence`)
 EVAL_QUARTERS = 4
+
+#: Deliberately broken variants of a run, for the power of the chapter's verdict rules (a rule
+#: that cannot tell them from a working model carries no information):
+#: ``constant_router`` — trained with the router's weights held at 0 (constant logits: every
+#: token goes to expert 0, as under a router bug); ``collapsed`` — trained normally, measured
+#: with the routing collapsed onto its most used expert (the others rerouted away);
+#: ``shuffled_tasks`` — ``ce+router`` trained with the sentences' task labels permuted (the
+#: router is supervised towards a random expert per sentence); ``untrained`` — the initial
+#: model, measured without any training step.  ``none``: the run itself.
+VARIANTS = ("none", "constant_router", "collapsed", "shuffled_tasks", "untrained")
 
 
 @dataclass(frozen=True)
@@ -96,7 +112,8 @@ class ExperimentConfig:
     Switch gate.  Training: ``steps`` optimiser steps of ``batch_size`` sentences (the same
     budget whatever ``n_tasks`` is), AdamW at ``lr`` (cosine schedule of the training loop),
     ``seed`` (initialisation and data order), ``lb_alpha`` and ``router_alpha`` the loss
-    weights, ``device`` and ``amp`` (bfloat16 autocast on CUDA).
+    weights, ``device`` and ``amp`` (bfloat16 autocast on CUDA).  ``variant``: one of
+    :data:`VARIANTS` (``none`` for every run of the grid; the others break the run on purpose).
     """
 
     n_tasks: int
@@ -119,6 +136,7 @@ class ExperimentConfig:
     router_alpha: float = 1.0
     device: str = "cpu"
     amp: bool = True
+    variant: str = "none"
 
     def __post_init__(self) -> None:
         # Every field is checked here, so a grid fails before anything is trained; NumPy
@@ -148,6 +166,14 @@ class ExperimentConfig:
         put("router_alpha", number(field("router_alpha"), self.router_alpha, low=0))
         choice(field("device"), self.device, DEVICES)
         put("amp", flag(field("amp"), self.amp))
+        choice(field("variant"), self.variant, VARIANTS)
+        require(self.variant != "shuffled_tasks" or self.objective == "ce+router",
+                field("variant"), self.variant,
+                f"a variant other than 'shuffled_tasks' for objective {self.objective!r} "
+                "(shuffled task labels change only the task-router loss)")
+        require(self.variant not in ("constant_router", "collapsed") or self.n_experts > 1,
+                field("variant"), self.variant,
+                "'none' or 'untrained' with one expert (there is no routing to break)")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -156,8 +182,10 @@ class ExperimentConfig:
         """What determines the trained model: the config, with the objective replaced by
         ``ce`` when there is one expert (the three objectives coincide there)."""
         d = self.as_dict()
-        if self.n_experts == 1:
+        if self.n_experts == 1 and self.variant != "shuffled_tasks":
             d["objective"] = "ce"
+        if self.variant == "none":       # keys of ordinary runs do not know about variants
+            del d["variant"]
         return d
 
     def key(self) -> str:
@@ -262,19 +290,29 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
                            lambda rows: ds.valid_next_mask(te.prefix_node[rows, :-1]),
                            batch_size=batch_size).mass                        # (M, n-1)
 
+    # Positions whose prefix is continued by sentences of one task only: there the router's
+    # input (a causal layer reads the prefix) can tell the task; at the others (BOS, template
+    # words shared by several relations) no router can, whatever its training.
+    nodes = te.prefix_node[:, :-1]                                            # (M, n-1)
+    shared = torch.from_numpy(ds.trie.ambiguous)[nodes.clamp_min(0)]
+    determined = loss_mask & ~shared
     rec_all = collect_routing(model, inputs, te.task, loss_mask)
     rec_obj = collect_routing(model, inputs, te.task, obj_pred)
-    routing_all = rm.routing_summary(rec_all.task, rec_all.expert[:, 0], ds.n_tasks, n_experts,
-                                     rec_all.probs)
-    routing_obj = rm.routing_summary(rec_obj.task, rec_obj.expert[:, 0], ds.n_tasks, n_experts,
-                                     rec_obj.probs)
+    rec_det = collect_routing(model, inputs, te.task, determined) if determined.any() else None
+    summary = lambda rec: rm.routing_summary(rec.task, rec.expert[:, 0], ds.n_tasks,  # noqa: E731
+                                             n_experts, rec.probs)
+    routing_all, routing_obj = summary(rec_all), summary(rec_obj)
+    routing_det = summary(rec_det) if rec_det is not None else None
+    designated = te.task[:, None].expand_as(loss_mask)[loss_mask] % n_experts
+    routing_all["achievable_diagonal"] = rm.achievable_diagonal(nodes[loss_mask], designated)
+    routing_all["determined_fraction"] = float(determined.sum() / loss_mask.sum())
     pc = parameter_count(model.config, rec_all.expert)
     return dict(
         accuracy=acc.accuracy, train_accuracy=acc_tr.accuracy,
         accuracy_per_task=per_task.tolist(),
         valid_mass=float(mass[loss_mask].mean()), valid_mass_min=float(mass[loss_mask].min()),
         valid_mass_object=float(mass[obj_pred].mean()),
-        routing_all=routing_all, routing_object=routing_obj,
+        routing_all=routing_all, routing_object=routing_obj, routing_determined=routing_det,
         params=dict(total=pc.total, active=pc.active, experts_total=pc.experts_total,
                     experts_active=pc.experts_active, active_fraction=pc.active_fraction),
         n_test=len(te), n_train=len(tr), n_routing_positions_all=int(rec_all.task.numel()),
@@ -292,7 +330,8 @@ def result_path(cfg: ExperimentConfig, artifacts_dir: str | Path) -> Path:
 
 #: what a cached result must hold to be used (a file lacking any of them is re-run)
 RESULT_KEYS = ("version", "key", "config", "training_key", "accuracy", "train_accuracy",
-               "valid_mass", "valid_mass_object", "routing_all", "routing_object", "params",
+               "valid_mass", "valid_mass_object", "routing_all", "routing_object",
+               "routing_determined", "params",
                "steps", "wall_s")
 
 
@@ -342,7 +381,7 @@ def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = Non
     """
     import torch
 
-    from ..model import MoEConfig, TrainConfig, TrainData, build_and_train, exact_match
+    from ..model import MoEConfig, TrainConfig, TrainData, exact_match
     from ..runtime import provenance, resolve_device
 
     _config(cfg)
@@ -367,10 +406,11 @@ def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = Non
         return {"accuracy": exact_match(m, te.tokens, te.object_pos,
                                         _object_targets(te)).accuracy}
 
-    model, hist = build_and_train(mcfg, data, tcfg, eval_fn=test_accuracy,
-                                  eval_every=max(1, cfg.steps // EVAL_QUARTERS))
+    model, hist = _train_variant(cfg, mcfg, data, tcfg, test_accuracy)
     train_s = time.perf_counter() - t0
     with torch.no_grad():
+        if cfg.variant == "collapsed":
+            _collapse_routing(model, te)
         metrics = evaluate_run(model, ds, cfg.n_experts)
     res = dict(
         version=RESULT_VERSION, key=cfg.key(), config=cfg.as_dict(),
@@ -386,6 +426,43 @@ def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = Non
     if artifacts_dir is not None:
         atomic_write_json(result_path(cfg, artifacts_dir), res)
     return res
+
+
+def _train_variant(cfg: ExperimentConfig, mcfg, data, tcfg, eval_fn):
+    """``build_and_train`` for ordinary runs (bit for bit); the broken variants build the same
+    seeded model and change one thing (:data:`VARIANTS`)."""
+    import torch
+
+    from ..model import MoETransformer, TrainData, build_and_train, train
+    from ..model.train import History
+    from ..runtime import seed_everything
+
+    eval_every = max(1, cfg.steps // EVAL_QUARTERS)
+    if cfg.variant in ("none", "collapsed"):
+        return build_and_train(mcfg, data, tcfg, eval_fn=eval_fn, eval_every=eval_every)
+    seed_everything(tcfg.seed)
+    model = MoETransformer(mcfg)
+    if cfg.variant == "untrained":
+        return model, History()
+    if cfg.variant == "constant_router":
+        with torch.no_grad():
+            model.router.weight.zero_()
+        model.router.weight.requires_grad_(False)
+    if cfg.variant == "shuffled_tasks":
+        g = torch.Generator().manual_seed(10_000 + cfg.seed)
+        labels = data.task_ids[torch.randperm(len(data), generator=g)]
+        data = TrainData(data.inputs, data.targets, labels, data.router_mask)
+    return model, train(model, data, tcfg, eval_fn=eval_fn, eval_every=eval_every)
+
+
+def _collapse_routing(model, te) -> None:
+    """Send every token to the expert the trained router uses most on the test inputs."""
+    from ..model import collect_routing
+
+    rec = collect_routing(model, te.inputs, te.task, te.loss_mask)
+    busiest = int(np.bincount(rec.expert[:, 0].numpy(),
+                              minlength=model.config.n_experts).argmax())
+    model.knock_out([e for e in range(model.config.n_experts) if e != busiest], "reroute")
 
 
 # ----------------------------------------------------------------------------- grids

@@ -1,0 +1,77 @@
+"""The training chapter's runs, from its parameters: one plan for the chapter and its tools.
+
+The chapter (``notebooks/training.md``), the GPU check (``scripts/gpu_check.py``) and the tests
+build the same configurations from the same parameters through :func:`training_plan`, so the
+set of runs a projection times is the set the chapter trains.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..model.losses import OBJECTIVES
+from ..validation import flag, integer, require, sequence
+from .power import broken_configs
+from .task_routing import ExperimentConfig, grid_configs
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """Every configuration of the chapter, validated before anything is trained.
+
+    fig2 : A-Fig. 2's configuration with the three objectives (first seed).
+    grid : tasks × experts × objectives × seeds.
+    dense : per seed, one expert as wide as all the experts of the largest MoE together, at
+        the largest number of tasks (the same total parameters, all active).
+    broken : the broken variants of A-Fig. 2's configuration (:mod:`.power`), or none.
+    """
+
+    fig2: tuple[ExperimentConfig, ...]
+    grid: tuple[ExperimentConfig, ...]
+    dense: tuple[ExperimentConfig, ...]
+    broken: dict[str, ExperimentConfig] = field(default_factory=dict)
+
+    @property
+    def n_tasks_max(self) -> int:
+        return max(c.n_tasks for c in self.grid)
+
+    @property
+    def n_experts_max(self) -> int:
+        return max(c.n_experts for c in self.grid)
+
+    def configs(self) -> list[ExperimentConfig]:
+        return [*self.fig2, *self.grid, *self.dense, *self.broken.values()]
+
+    def distinct(self) -> list[ExperimentConfig]:
+        """One configuration per training key (the one-expert cells of the three objectives
+        are one run, as :func:`~moe_routing.experiments.run_grid` trains them)."""
+        unique: dict[str, ExperimentConfig] = {}
+        for c in self.configs():
+            unique.setdefault(json.dumps(c.training_key(), sort_keys=True), c)
+        return list(unique.values())
+
+
+def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
+                  fig2_tasks: int, fig2_experts: int, grid_tasks, grid_experts, d_model: int,
+                  n_heads: int, d_expert: int, steps: int, batch_size: int, lr: float,
+                  device: str = "cpu", rule_power: bool = True) -> TrainingPlan:
+    """The plan of the chapter's parameters (their names are the chapter's)."""
+    seeds = [integer(f"seeds[{i}]", s, low=0) for i, s in enumerate(
+        sequence("seeds", seeds, "a sequence of seeds (a list, even of one)"))]
+    common = dict(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
+                  d_model=d_model, n_heads=n_heads, d_expert=d_expert, steps=steps,
+                  batch_size=batch_size, lr=lr, device=device)
+    fig2 = tuple(ExperimentConfig(n_tasks=fig2_tasks, n_experts=fig2_experts, objective=o,
+                                  seed=seeds[0], **common) for o in OBJECTIVES)
+    grid = tuple(grid_configs(grid_tasks, grid_experts, OBJECTIVES, seeds, **common))
+    require(any(c.n_experts > 1 for c in grid), "grid_experts", grid_experts,
+            "at least one number of experts > 1")
+    k_max, e_max = max(c.n_tasks for c in grid), max(c.n_experts for c in grid)
+    dense = tuple(ExperimentConfig(n_tasks=k_max, n_experts=1, objective="ce", seed=s,
+                                   **{**common, "d_expert": d_expert * e_max}) for s in seeds)
+    broken = broken_configs(list(fig2)) if flag("rule_power", rule_power) else {}
+    return TrainingPlan(fig2=fig2, grid=grid, dense=dense, broken=broken)
+
+
+__all__ = ["TrainingPlan", "training_plan"]

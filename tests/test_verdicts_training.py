@@ -198,6 +198,12 @@ def test_active_parameters_is_uninformative_when_capacity_does_not_bind():
     assert v.verdict == "reproduced"
 
 
+def test_active_parameters_of_untrained_models_is_not_reproduced():
+    low = iv(0.04, 0.03)
+    v = vt.active_parameters(low, low, low, low, 0.5)
+    assert v.verdict == "not reproduced" and "untrained" in v.reason
+
+
 def test_active_parameters_not_converged_is_partly():
     v = vt.active_parameters(iv(0.95), iv(0.95), iv(0.95), BINDS, 0.5, converged=False)
     assert v.verdict == "partly" and "not converged" in v.reason
@@ -219,3 +225,7 @@ def test_the_chapter_states_the_rules_thresholds():
     assert f"below a fifth of the ceiling and below {diffuse['max_nmi'].default:g}" in text
     assert f"diagonal mass of at least {aligned['min_diagonal'].default:g}" in text
     assert aligned["min_nmi_ratio"].default == 2.0 and "an NMI at least twice" in text
+    assert f"load entropy of at least {diffuse['min_load_entropy'].default:g}" in text
+    assert diffuse["min_accuracy"].default == 0.5 and "test accuracy at least 50 %" in text
+    comparable = inspect.signature(rules.accuracy_comparable).parameters
+    assert comparable["max_half_width"].default == 0.03 and "half-width at most 3 pp" in text

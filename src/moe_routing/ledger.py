@@ -68,6 +68,7 @@ class Claim:
     rule: str = ""         # the deciding rule (a function of moe_routing.verdicts)
     source: str = ""       # where the statement about the paper comes from (SOURCES)
     short: str = ""        # the claim in one line
+    profile: str = ""      # the execution profile the measurement came from (smoke/default/paper)
 
     def _repr_html_(self) -> str:
         e = html.escape
@@ -77,7 +78,7 @@ class Claim:
         rows = [f"<p class='admonition-title'>Ledger · {e(self.id)} — {BADGES[self.verdict]} "
                 f"{e(self.verdict)}</p>",
                 f"<p><b>Claim</b> ({e(self.where)}){src}: {e(self.short or self.claim)}</p>",
-                f"<p><b>Measured:</b> {e(self.measured)}</p>",
+                f"<p><b>Measured</b>{self._profile_html()}<b>:</b> {e(self.measured)}</p>",
                 f"<p><b>Why this verdict:</b> {e(self.reason)}</p>"]
         if self.note:
             rows.append(f"<p><i>{e(self.note)}</i></p>")
@@ -85,11 +86,15 @@ class Claim:
                     "reproduction ledger</a></p>")
         return f"<div class='admonition ledger-verdict verdict-{cls}'>{''.join(rows)}</div>"
 
+    def _profile_html(self) -> str:
+        return (f" (profile <code>{html.escape(self.profile)}</code>)" if self.profile else "")
+
     def _repr_markdown_(self) -> str:
         note = f"  \n*{self.note}*" if self.note else ""
         return (f"**Ledger — {self.id}** ({self.where}): {BADGES[self.verdict]} "
                 f"**{self.verdict}**  \n*Claim:* {self.short or self.claim}  \n"
-                f"*Measured:* {self.measured}  \n*Why:* {self.reason}{note}")
+                f"*Measured{f' ({self.profile} profile)' if self.profile else ''}:* "
+                f"{self.measured}  \n*Why:* {self.reason}{note}")
 
 
 class Summary:
@@ -119,12 +124,20 @@ class Ledger:
     """Collects one notebook's claims and keeps ``claims.json`` up to date after each record.
 
     ``artifacts_dir`` is injected by the pipeline; ``None`` (a notebook opened by hand) keeps
-    the records in memory only.
+    the records in memory only.  ``profile``: the execution profile the measurements come from
+    (shown in every verdict box and on the ledger page).
     """
 
-    def __init__(self, artifacts_dir: str | Path | None, notebook: str):
+    def __init__(self, artifacts_dir: str | Path | None, notebook: str,
+                 profile: str | None = None):
+        from .runtime import PROFILES
+
+        if profile is not None and profile not in PROFILES:
+            raise ValueError(f"profile = {profile!r} is not allowed; accepted: "
+                             + ", ".join(map(repr, PROFILES)))
         self.dir = Path(artifacts_dir) if artifacts_dir else None
         self.notebook = notebook
+        self.profile = profile or ""
         self.claims: dict[str, Claim] = {}
 
     def record(self, id: str, *, measured: str, verdict: Verdict | str, key: str = "",
@@ -153,7 +166,8 @@ class Ledger:
             raise ValueError(f"unknown claim id {id!r}: not in claims.yaml and not an X- extension")
         c = Claim(id=id, paper=paper, where=where, claim=claim, measured=measured,
                   verdict=verdict.verdict, notebook=self.notebook, note=note, key=key,
-                  reason=verdict.reason, rule=verdict.rule, source=source, short=short)
+                  reason=verdict.reason, rule=verdict.rule, source=source, short=short,
+                  profile=self.profile)
         self.claims[id] = c
         if self.dir is not None:
             atomic_write_json(self.dir / "claims.json", [asdict(x) for x in self.claims.values()])

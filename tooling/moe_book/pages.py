@@ -48,6 +48,33 @@ def chapter_order(project) -> list[str]:
     return [n for n in ranked if n in names] + sorted(set(names) - set(ranked))
 
 
+def paper_scale_note(project, profile: str) -> str:
+    """One sentence: which scale the numbers of this build are, and whether the `paper`
+    profile has ever been executed here (with the command, and the projection of
+    ``make gpu-check`` when one was recorded)."""
+    if profile == "paper":
+        return "The numbers of this build are those of the papers' scale (`paper` profile)."
+    done = sorted(p.stem for p in (project.build_dir("paper") / "state").glob("*.json"))
+    if done:
+        return (f"The numbers of this build are those of the `{profile}` profile, not the "
+                "papers' scale; the `paper` profile has been executed here for "
+                + ", ".join(f"`{n}`" for n in done) + " (`build/paper/`).")
+    report = project.root / "build" / "gpu-check" / "report.json"
+    projection = ""
+    try:
+        proj = json.loads(report.read_text(encoding="utf-8")).get("projection") or {}
+        if proj.get("projected_s"):
+            projection = (f" `make gpu-check` projected {proj['projected_s'] / 3600:.1f} h for "
+                          "its training grid on the GPU it ran on.")
+    except (OSError, ValueError):
+        pass
+    return (f"The numbers of this build are those of the `{profile}` profile. The `paper` "
+            "profile (the papers' data sizes) has never been executed for this book: "
+            "`make execute PROFILE=paper DEVICE=cuda` runs it (its training chapter is a GPU "
+            "workload; `make gpu-check` times it on a GPU and projects the whole grid)."
+            + (projection or " No such projection has been recorded."))
+
+
 def status_page(project, profile: str, states: dict[str, dict | None],
                 downloads: list[str] = ()) -> str:
     lines = [
@@ -83,6 +110,7 @@ def status_page(project, profile: str, states: dict[str, dict | None],
     lines += ["", f"Total execution time of the listed runs: {total:.1f} s"
               + (f"; the latest finished at {max(finished)} (UTC)." if finished else ".")
               + " A commit marked `+dirty` had uncommitted changes when the chapter ran."]
+    lines += ["", paper_scale_note(project, profile)]
     if errors:
         lines += ["", "## Failures", "", "The outputs shown for these chapters, if any, are "
                   "those of their last successful run.", "", *errors]
@@ -178,7 +206,8 @@ def ledger_page(project, profile: str) -> str:
             out += ["", f"({anchor(r['id'])})=", f"### `{r['id']}` — {r['where']}", "",
                     f"{said} {r['claim']}", ""]
             if r["measured"]:
-                out += [f"**We measured.** {r['measured']}", ""]
+                scale = (f" (profile `{r['profile']}`)" if r.get("profile") else "")
+                out += [f"**We measured**{scale}**.** {r['measured']}", ""]
                 if r.get("reason"):
                     rule = r.get("rule", "")
                     by = f" (rule `{rule}`)" if rule and rule != "literal" else ""

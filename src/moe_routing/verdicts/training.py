@@ -309,8 +309,8 @@ def accuracy_in_band(accuracies: Sequence, router_accuracies: Sequence, *,
 
 @rule
 def active_parameters(router_acc, dense_acc, standard_acc, one_expert_acc, active_ratio: float,
-                      *, max_active_ratio: float = 0.9, converged: bool = True
-                      ) -> tuple[str, str]:
+                      *, max_active_ratio: float = 0.9, min_accuracy: float = 0.5,
+                      converged: bool = True) -> tuple[str, str]:
     """A-active-params: task routing can reduce the active parameters without losing accuracy.
 
     ``active_ratio`` = active parameters per token of the task-routed MoE / those of a dense
@@ -323,9 +323,11 @@ def active_parameters(router_acc, dense_acc, standard_acc, one_expert_acc, activ
     accuracy" means that the router's interval does not lie entirely below the reference's (no
     loss resolved against the noise).  The comparison is **informative** only where capacity
     binds: if the one-expert model is not resolvably worse than the dense model, fewer active
-    parameters cost nothing whatever the routing, and the claim is true of any model.
-    *reproduced* when the reduction counts, the router loses against neither reference, the
-    comparison is informative and the runs converged; *partly* when all that holds but the
+    parameters cost nothing whatever the routing, and the claim is true of any model.  Equal
+    accuracies of models that learned nothing say nothing either: the router and both
+    references must reach ``min_accuracy`` = 50 %.  *reproduced* when the reduction counts,
+    the router loses against neither reference, the comparison is informative and the runs
+    converged; *partly* when all that holds but the
     comparison is uninformative or the runs had not converged, or when the router loses against
     one reference only; *not reproduced* otherwise.
     """
@@ -339,9 +341,13 @@ def active_parameters(router_acc, dense_acc, standard_acc, one_expert_acc, activ
     numbers = (f"active ratio MoE/dense {ratio:.2f}; router {_iv(r)} vs dense {_iv(d)} "
                f"({100 * (r[0] - d[0]):+.1f} pp), vs CE/CE+LB {_iv(s)} "
                f"({100 * (r[0] - s[0]):+.1f} pp); one expert {_iv(one)}")
+    a_min = _fraction("min_accuracy", min_accuracy)
     saves = ratio <= cap
     vs_dense, vs_std = not _worse(r, d), not _worse(r, s)
     informative = _worse(one, d)
+    if min(r[0], d[0], s[0]) < a_min:
+        return "not reproduced", (f"{numbers}: a model below {_pp(a_min)} (untrained: equal "
+                                  "accuracies say nothing)")
     if not saves:
         return "not reproduced", f"{numbers}: need ratio ≤ {cap:g}"
     if vs_dense and vs_std:

@@ -72,7 +72,8 @@ lock: $(STAMP)
 # `make -j2 execute` runs two at a time. A failing chapter does not stop the others (-k); the
 # report at the end lists failures and sets the exit status.
 execute: $(STAMP)
-	@dev=$$($(PY) -m moe_book.pipeline validate --profile '$(PROFILE)' --device '$(DEVICE)' \
+	@dev=$$($(if $(EXECUTOR),MOE_GRID_EXECUTOR='$(EXECUTOR)') $(if $(WORKERS),MOE_GRID_WORKERS='$(WORKERS)') \
+	        $(PY) -m moe_book.pipeline validate --profile '$(PROFILE)' --device '$(DEVICE)' \
 	        --print-device $(NOTEBOOKS)) || exit 2; \
 	$(MAKE) --no-print-directory -k $(addprefix run-,$(NOTEBOOKS)) RESOLVED_DEVICE=$$dev; rc=$$?; \
 	$(PY) -m moe_book.pipeline stage --profile '$(PROFILE)' >/dev/null || exit 1; \

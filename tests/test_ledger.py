@@ -88,3 +88,15 @@ def test_without_artifacts_dir_nothing_is_written(tmp_path, monkeypatch):
     Ledger(None, notebook="demo").record("A-thm42-routing", measured="x",
                                          verdict=threshold_rule(1))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_profile_is_shown_in_the_box_and_stored(tmp_path):
+    led = Ledger(tmp_path, notebook="demo", profile="default")
+    c = led.record("A-thm42-routing", measured="routed 97 %",
+                   verdict=threshold_rule(0.97))
+    assert c.profile == "default"
+    assert "(profile <code>default</code>)" in c._repr_html_()
+    assert "(default profile)" in c._repr_markdown_()
+    assert json.loads((tmp_path / "claims.json").read_text())[0]["profile"] == "default"
+    with pytest.raises(ValueError, match="profile"):
+        Ledger(tmp_path, notebook="demo", profile="huge")

@@ -52,9 +52,10 @@ def project(tmp_path: Path) -> pl.Project:
     (root / "requirements.lock").write_text("torch==2.13.0\n")
     for name in ("alpha", "beta"):
         (root / "notebooks" / f"{name}.md").write_text(NB.format(title=name.title(), name=name))
-    for prof in ("smoke", "default", "paper"):
+    (root / "notebooks" / "params" / "smoke.yaml").write_text("alpha:\n  n: 5\nbeta: {}\n")
+    for prof in ("default", "paper"):           # every knob set or inherited (the contract)
         (root / "notebooks" / "params" / f"{prof}.yaml").write_text(
-            "alpha:\n  n: 5\nbeta: {}\n")
+            "alpha:\n  n: 5\n  inherit: [fail]\nbeta:\n  inherit: [n, fail]\n")
     return pl.Project(root, library=root / "src" / "pkg")
 
 
@@ -234,6 +235,9 @@ def test_stage_builds_toc_and_generated_pages(project):
     assert "A-thm42-accuracy" in ledger and "pending" in ledger   # unmeasured claims are listed
     status = (out / "generated" / "status.md").read_text()
     assert status.count("✓ ok") == 2
+    # the scale: this build's profile, and that the paper profile never ran here
+    assert "those of the `smoke` profile" in status
+    assert "has never been executed" in status and "PROFILE=paper" in status
     # the reader's notebook: an install note first, and the injected cell holding every
     # parameter of the run (profile included) with a local artifacts folder
     staged = nbformat.read(out / "chapters" / "alpha.ipynb", as_version=4)
@@ -248,6 +252,18 @@ def test_stage_builds_toc_and_generated_pages(project):
     mtime = (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns
     pl.stage(project, "smoke")                                      # unchanged: not rewritten
     assert (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns == mtime
+
+
+def test_status_page_names_the_paper_runs_once_there_are_some(project):
+    from moe_book.pages import paper_scale_note
+
+    assert "never been executed" in paper_scale_note(project, "default")
+    state = project.build_dir("paper") / "state"
+    state.mkdir(parents=True)
+    (state / "training.json").write_text("{}")
+    note = paper_scale_note(project, "default")
+    assert "has been executed here for `training`" in note
+    assert "papers' scale" in paper_scale_note(project, "paper")
 
 
 def test_real_params_files_validate():
@@ -266,3 +282,53 @@ def test_executed_notebook_does_not_embed_its_source_in_metadata(project):
     meta = nb.metadata["papermill"]
     assert meta["input_path"] == "notebooks/alpha.md"
     assert ".tmp-" not in str(meta)
+
+
+# ---- the chapter–profile contract ----------------------------------------------------------
+def test_a_knob_forgotten_in_paper_yaml_is_a_one_line_error(project):
+    (project.params_file("paper")).write_text("alpha:\n  n: 5\nbeta:\n  inherit: [n, fail]\n")
+    with pytest.raises(pl.PipelineError) as e:
+        pl.validate(project, "paper", "cpu")
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "paper.yaml: alpha.fail is not set for the paper profile" in msg
+    assert "inherit" in msg
+    pl.validate(project, "smoke", "cpu")          # the smoke profile is the cell: no such rule
+
+
+@pytest.mark.parametrize("block, match", [
+    ("alpha:\n  n: 5\n  inherit: [n, fail]\n", r"alpha\.n is both set and inherited"),
+    ("alpha:\n  n: 5\n  inherit: [nope, fail]\n", r"unknown parameter alpha\.'nope'"),
+    ("alpha:\n  n: 5\n  inherit: fail\n", r"alpha\.inherit = 'fail' is not allowed"),
+])
+def test_inherit_lists_are_checked(project, block, match):
+    (project.params_file("default")).write_text(block + "beta:\n  inherit: [n, fail]\n")
+    with pytest.raises(pl.PipelineError, match=match):
+        pl.validate(project, "default", "cpu")
+
+
+def test_without_smoke_yaml_the_parameters_cell_is_the_smoke_profile(project):
+    project.params_file("smoke").unlink()
+    params, _ = pl.validate(project, "smoke", "cpu")
+    assert params == {"alpha": {}, "beta": {}}
+
+
+def test_the_repository_keeps_smoke_values_in_one_place():
+    root = Path(__file__).resolve().parents[1]
+    assert not (root / "notebooks" / "params" / "smoke.yaml").exists()
+    real = pl.Project(root)
+    for profile in ("default", "paper"):
+        pl.load_params(real, profile)              # every knob set or inherited
+
+
+@pytest.mark.parametrize("env, match", [
+    ({"MOE_GRID_EXECUTOR": "bogus"}, r"EXECUTOR \(MOE_GRID_EXECUTOR\) = 'bogus'"),
+    ({"MOE_GRID_WORKERS": "-2"}, r"WORKERS \(MOE_GRID_WORKERS\)"),
+    ({"MOE_GRID_WORKERS": "many"}, r"WORKERS \(MOE_GRID_WORKERS\) = 'many'"),
+])
+def test_grid_settings_are_checked_even_when_nothing_would_run(project, monkeypatch, env, match):
+    run_all(project)                                # every chapter up to date
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(pl.PipelineError, match=match):
+        pl.validate(project, "smoke", "cpu")

@@ -130,7 +130,7 @@ def _env(name: str) -> str | None:
     return value or None
 
 
-def _workers(name: str, value: Any) -> int | None:
+def parse_workers(name: str, value: Any) -> int | None:
     """``None``/``'auto'`` (sized to the machine) or an integer ≥ 1; a string from the
     environment is parsed."""
     if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
@@ -167,7 +167,7 @@ def plan(executor: str | None = None, workers: int | str | None = None, *,
     wname = "workers"
     if workers is None and _env(ENV_WORKERS) is not None:
         wname, workers = ENV_WORKERS, _env(ENV_WORKERS)
-    n = _workers(wname, workers)
+    n = parse_workers(wname, workers)
     threads = integer("threads", torch.get_num_threads() if threads is None else threads, low=1)
     devices = {choice("device", d, ("auto", "cpu", "cuda")) for d in devices}
     if executor == "local":

@@ -133,14 +133,30 @@ def parameters_cell_names(md_path: Path) -> tuple[set[str], str]:
     return names, src
 
 
+#: the key of a profile block that lists the knobs taking the parameters cell's value
+INHERIT = "inherit"
+
+
 def load_params(project: Project, profile: str) -> dict[str, dict]:
     """Read and validate ``notebooks/params/<profile>.yaml`` against every notebook.
 
-    Checks, each reported on one line naming the bad value: the file exists and is a mapping;
-    every top-level key is a notebook; every notebook has a block; every key of a block is a
-    variable of that notebook's parameters cell and is not one of the injected names.
+    The contract between a chapter and the profiles: the chapter's ``parameters`` cell *is* the
+    ``smoke`` profile (the repository keeps no ``smoke.yaml``; one, if present, overrides it —
+    the pipeline's own tests use that), and the ``default`` and ``paper`` profiles set **every**
+    knob of the cell, or list it under the block's ``inherit:`` to take the cell's value on
+    purpose.  A knob forgotten in ``paper.yaml`` would otherwise run the papers' scale at its
+    smoke value, silently.
+
+    Checks, each reported on one line naming the bad value: the file exists (but for smoke)
+    and is a mapping; every top-level key is a notebook; every notebook has a block; every key
+    of a block is a variable of that notebook's parameters cell and is not one of the injected
+    names; for default and paper, every knob is set or inherited.
     """
     path = project.params_file(profile)
+    if profile == "smoke" and not path.is_file():
+        for name in project.notebook_names():
+            parameters_cell_names(project.notebook_path(name))
+        return {name: {} for name in project.notebook_names()}
     if not path.is_file():
         raise PipelineError(f"missing parameter file {path.relative_to(project.root)}")
     try:
@@ -166,20 +182,60 @@ def load_params(project: Project, profile: str) -> dict[str, dict]:
             raise PipelineError(f"{rel}: block {name!r} must be a mapping, got "
                                 f"{type(block).__name__}")
         allowed, _ = parameters_cell_names(project.notebook_path(name))
-        for k in block:
+        knobs = allowed - set(INJECTED)
+        inherit = block.pop(INHERIT, [])
+        if not (isinstance(inherit, list) and all(isinstance(k, str) for k in inherit)):
+            raise PipelineError(f"{rel}: {name}.{INHERIT} = {inherit!r} is not allowed; "
+                                "accepted: a list of parameter names")
+        for k in [*block, *inherit]:
             if k in INJECTED:
                 raise PipelineError(f"{rel}: {name}.{k} is set by the pipeline; remove it")
             if k not in allowed:
-                accepted = sorted(allowed - set(INJECTED))
                 raise PipelineError(f"{rel}: unknown parameter {name}.{k!r}; accepted: "
-                                    f"{', '.join(accepted) or '(none)'}")
+                                    f"{', '.join(sorted(knobs)) or '(none)'}")
+        both = sorted(set(block) & set(inherit))
+        if both:
+            raise PipelineError(f"{rel}: {name}.{both[0]} is both set and inherited; keep one")
+        if profile != "smoke":
+            missing = sorted(knobs - set(block) - set(inherit))
+            if missing:
+                raise PipelineError(
+                    f"{rel}: {name}.{missing[0]} is not set for the {profile} profile (set it, "
+                    f"or list it under {name}.{INHERIT} to take the parameters cell's value)"
+                    + (f"; also missing: {', '.join(missing[1:])}" if missing[1:] else ""))
         data[name] = block
     return data
+
+
+def check_grid_settings(environ=None) -> None:
+    """``EXECUTOR`` and ``WORKERS`` of ``make execute`` (passed to the chapters as
+    ``MOE_GRID_EXECUTOR`` / ``MOE_GRID_WORKERS``), checked before anything runs -- also when
+    every chapter is up to date and none would read them."""
+    import importlib.util
+
+    from moe_routing.executor import ENV_EXECUTOR, ENV_WORKERS, EXECUTORS, parse_workers
+
+    env = os.environ if environ is None else environ
+    ex = env.get(ENV_EXECUTOR)
+    if ex not in (None, ""):
+        if ex.strip().lower() not in EXECUTORS:
+            raise PipelineError(f"EXECUTOR ({ENV_EXECUTOR}) = {ex!r} is not allowed; accepted: "
+                                + ", ".join(EXECUTORS))
+        if ex.strip().lower() == "ray" and importlib.util.find_spec("ray") is None:
+            raise PipelineError(f"EXECUTOR ({ENV_EXECUTOR}) = {ex!r} needs the ray package: "
+                                "pip install 'moe_routing[ray]'")
+    w = env.get(ENV_WORKERS)
+    if w not in (None, ""):
+        try:
+            parse_workers(f"WORKERS ({ENV_WORKERS})", w)
+        except ValueError as e:
+            raise PipelineError(str(e)) from None
 
 
 def validate(project: Project, profile: str, device: str,
              notebooks: list[str] | None = None) -> tuple[dict[str, dict], str]:
     """All argument checks; returns the parameters and the resolved device."""
+    check_grid_settings()
     if profile not in PROFILES:
         raise PipelineError(f"unknown PROFILE {profile!r}; accepted: {', '.join(PROFILES)}")
     if device not in DEVICES:

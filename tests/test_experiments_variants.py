@@ -1,0 +1,105 @@
+"""Broken variants, routing at task-determined positions, the chapter's plan, load entropy and
+the reachable diagonal: the measurements the training rules' power rests on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from moe_routing import routing_metrics as rm
+from moe_routing.experiments import ExperimentConfig
+from moe_routing.experiments.plan import training_plan
+from moe_routing.experiments.power import VARIANT_NAMES
+from moe_routing.experiments.task_routing import VARIANTS
+
+BASE = dict(n_tasks=4, n_experts=3, objective="ce", n_relations=8, n_pairs=20)
+
+
+# ---- variants: refused where they mean nothing; keys of ordinary runs unchanged ------------
+def test_ordinary_runs_keep_their_keys_without_a_variant_field():
+    cfg = ExperimentConfig(**BASE)
+    assert "variant" not in cfg.training_key()
+    assert cfg.replace(variant="untrained").key() != cfg.key()
+
+
+@pytest.mark.parametrize("changes, match", [
+    (dict(variant="bogus"), "variant"),
+    (dict(variant="shuffled_tasks"), "shuffled task labels change only"),
+    (dict(variant="constant_router", n_experts=1), "no routing to break"),
+    (dict(variant="collapsed", n_experts=1), "no routing to break"),
+])
+def test_variants_are_refused_where_they_mean_nothing(changes, match):
+    with pytest.raises(ValueError, match=match):
+        ExperimentConfig(**{**BASE, **changes})
+
+
+def test_every_variant_is_accepted_where_it_means_something():
+    for v in VARIANTS:
+        obj = "ce+router" if v == "shuffled_tasks" else "ce"
+        assert ExperimentConfig(**{**BASE, "objective": obj, "variant": v}).variant == v
+
+
+# ---- the chapter's plan --------------------------------------------------------------------
+PARAMS = dict(seeds=[0, 1], n_relations=8, n_pairs=20, n_templates=5, fig2_tasks=4,
+              fig2_experts=3, grid_tasks=[2, 4], grid_experts=[1, 3], d_model=16, n_heads=2,
+              d_expert=8, steps=40, batch_size=16, lr=0.01)
+
+
+def test_plan_counts_shared_one_expert_runs_once_and_adds_the_broken_variants():
+    plan = training_plan(**PARAMS)
+    # grid: 2 tasks × (1 shared one-expert run + 3 objectives at E=3) × 2 seeds; A-Fig. 2 is
+    # a grid cell; one dense run per seed; six broken variants
+    assert len(plan.distinct()) == 2 * (1 + 3) * 2 + 2 + len(VARIANT_NAMES)
+    assert set(plan.broken) == set(VARIANT_NAMES)
+    assert all(c.d_expert == 8 * 3 and c.n_tasks == 4 for c in plan.dense)
+    assert len(training_plan(**PARAMS, rule_power=False).distinct()) == 2 * 4 * 2 + 2
+
+
+def test_plan_refuses_a_grid_without_experts_to_route():
+    with pytest.raises(ValueError, match="grid_experts"):
+        training_plan(**{**PARAMS, "grid_experts": [1]})
+
+
+# ---- load entropy ---------------------------------------------------------------------------
+@given(st.lists(st.integers(0, 1000), min_size=2, max_size=9).filter(lambda x: sum(x) > 0))
+@settings(max_examples=200, deadline=None)
+def test_load_entropy_lies_in_the_unit_interval_and_is_scale_free(loads):
+    h = rm.load_entropy(loads)
+    assert -1e-12 <= h <= 1 + 1e-12
+    assert rm.load_entropy(np.array(loads) * 7) == pytest.approx(h, abs=1e-12)
+
+
+def test_load_entropy_ends():
+    assert rm.load_entropy([5, 5, 5, 5]) == pytest.approx(1.0)
+    assert rm.load_entropy([0, 9, 0]) == pytest.approx(0.0)
+    assert rm.load_entropy([3]) == 1.0
+    with pytest.raises(ValueError, match="loads"):
+        rm.load_entropy([0, 0])
+
+
+# ---- reachable diagonal -----------------------------------------------------------------------
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), min_size=1, max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_no_router_reading_the_groups_beats_the_reachable_diagonal(pairs):
+    """Brute force: every map group -> expert scores at most the reachable diagonal, and the
+    best map reaches it."""
+    g = np.array([p[0] for p in pairs])
+    d = np.array([p[1] for p in pairs])
+    best = rm.achievable_diagonal(g, d)
+    groups = np.unique(g)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        choice = dict(zip(groups, rng.integers(0, 4, groups.size)))
+        assert np.mean([choice[a] == b for a, b in zip(g, d)]) <= best + 1e-12
+    argmax = {a: np.bincount(d[g == a]).argmax() for a in groups}
+    assert np.mean([argmax[a] == b for a, b in zip(g, d)]) == pytest.approx(best)
+
+
+def test_reachable_diagonal_is_one_when_groups_determine_the_expert():
+    assert rm.achievable_diagonal([0, 0, 1, 2], [1, 1, 0, 2]) == 1.0
+    # one shared group (BOS) holding two tasks with different experts: at most half of it
+    assert rm.achievable_diagonal([0, 0, 1, 2], [0, 1, 0, 1]) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="designated.size"):
+        rm.achievable_diagonal([0, 1], [0])

@@ -181,6 +181,8 @@ def test_failure_keeps_previous_outputs_and_other_notebooks(project):
     assert (bdir / "executed" / "alpha.ipynb").read_bytes() == good_nb
     assert (bdir / "artifacts" / "alpha" / "claims.json").read_bytes() == good_claims
     assert (bdir / "failed" / "alpha.ipynb").exists()
+    # what the failed attempt wrote is kept beside it for the next attempt, not for the book
+    assert (bdir / "failed" / "alpha.artifacts").is_dir()
     assert [s["notebook"] for s in pl.failed(project, "smoke")] == ["alpha"]
     # A failed notebook is retried next time even though its key did not change.
     again = run_all(project)

@@ -20,6 +20,7 @@ Layout, per profile P (all under ``build/P/``)::
     artifacts/NAME/          files the notebook wrote (claims.json, results); swapped atomically
     state/NAME.json          key, status, error, provenance, wall time of the last attempt
     failed/NAME.ipynb        the partial notebook of a failed attempt (for debugging)
+    failed/NAME.artifacts/   what that attempt wrote (a chapter may reuse it: training runs)
     book/                    the staged Jupyter Book source (what ``jupyter-book build`` reads)
 
 A failed run never touches ``executed/`` or ``artifacts/``: the previous good outputs stay.
@@ -512,7 +513,11 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
             failed_dir.mkdir(exist_ok=True)
             if tmp_nb.exists():
                 os.replace(tmp_nb, failed_dir / f"{name}.ipynb")
-            shutil.rmtree(tmp_art, ignore_errors=True)
+            # what the failed attempt wrote (e.g. training runs, each written as it finished)
+            # is kept for the next attempt to reuse, never for the book
+            kept = failed_dir / f"{name}.artifacts"
+            shutil.rmtree(kept, ignore_errors=True)
+            os.replace(tmp_art, kept)
             if old and old.get("status") == "ok" and verify_outputs(bdir, name, old) is None:
                 # the previous good outputs stay in place and stay verifiable
                 record["outputs"] = old["outputs"]

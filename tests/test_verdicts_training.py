@@ -15,7 +15,17 @@ def test_converged_both_sides_of_each_threshold():
     v = vt.runs_converged({"a": 0.051, "b": 0.0}, {"a": 0.0, "b": 0.0})
     assert v.verdict == "not reproduced" and "(a)" in v.reason
     v = vt.runs_converged({"a": 0.0, "b": 0.0}, {"a": 0.0, "b": -0.021})
-    assert v.verdict == "not reproduced" and "2.1 pp (b)" in v.reason
+    assert v.verdict == "not reproduced" and "2.1 pp against its tolerance 2.0 pp (b)" in v.reason
+
+
+def test_converged_tolerates_changes_the_test_set_cannot_resolve():
+    drops, moves = {"a": 0.0}, {"a": 0.025}
+    assert vt.runs_converged(drops, moves).verdict == "not reproduced"
+    assert vt.runs_converged(drops, moves, {"a": 0.029}).verdict == "our extension"
+    assert vt.runs_converged(drops, {"a": 0.03}, {"a": 0.029}).verdict == "not reproduced"
+    assert vt.runs_converged(drops, moves, {"a": 0.001}).verdict == "not reproduced"  # 2 pp floor
+    with pytest.raises(ValueError, match="acc_noise"):
+        vt.runs_converged(drops, moves, {"b": 0.01})
 
 
 def test_converged_refuses_mismatched_runs_and_nan():

@@ -129,9 +129,11 @@ def active(router: Sequence[dict], dense: Sequence[dict], standard: Sequence[dic
                                    cell_interval(one_expert), float(ratio), converged=converged)
 
 
-def convergence_table(results: Sequence[dict]) -> dict[str, tuple[float, float]]:
-    """Run label -> (CE drop over the last fifth, accuracy change over the last quarter), each
-    distinct run once (a run shared by several cells is judged once)."""
+def convergence_table(results: Sequence[dict]) -> dict[str, tuple[float, float, float]]:
+    """Run label -> (CE drop over the last fifth, accuracy change over the last quarter, the
+    noise of that change on the run's test set), each distinct run once (a run shared by
+    several cells is judged once).  The noise is ``1.96·√(2p(1 − p)/n)``: two evaluations of
+    accuracy ``p`` on ``n`` test sentences, each with its binomial error."""
     out, seen = {}, set()
     for r in _results("results", results):
         if r["key"] in seen:
@@ -141,7 +143,9 @@ def convergence_table(results: Sequence[dict]) -> dict[str, tuple[float, float]]
         kind = c["objective"] if c.get("variant", "none") == "none" else c["variant"]
         label = (f"K={c['n_tasks']}, E={c['n_experts']}, width {c['d_expert']}, {kind}, "
                  f"seed {c['seed']}")
-        out[label] = (cv["ce_drop"], cv["acc_change"])
+        p = float(r["accuracy"])
+        out[label] = (cv["ce_drop"], cv["acc_change"],
+                      1.96 * float(np.sqrt(2 * p * (1 - p) / max(int(r["n_test"]), 1))))
     return out
 
 
@@ -149,7 +153,8 @@ def converged(results: Sequence[dict]) -> Verdict:
     """``runs_converged`` over every distinct run."""
     table = convergence_table(results)
     return rules.runs_converged({k: v[0] for k, v in table.items()},
-                                {k: v[1] for k, v in table.items()})
+                                {k: v[1] for k, v in table.items()},
+                                {k: v[2] for k, v in table.items()})
 
 
 __all__ = ["active", "aligned", "ceiling_nmi", "cell_interval", "cells", "comparable",

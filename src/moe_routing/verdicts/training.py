@@ -66,19 +66,22 @@ def _worse(a, b) -> bool:
 
 
 @rule
-def runs_converged(ce_drops: Mapping[str, float], acc_changes: Mapping[str, float], *,
+def runs_converged(ce_drops: Mapping[str, float], acc_changes: Mapping[str, float],
+                   acc_noise: Mapping[str, float] | None = None, *,
                    max_ce_drop: float = 0.05, max_acc_change: float = 0.02
                    ) -> tuple[str, str]:
     """X-training-converged (the book's claim): every training run had stopped improving.
 
-    Per run (same keys in both mappings): ``ce_drops`` the relative decrease of the training
+    Per run (same keys in every mapping): ``ce_drops`` the relative decrease of the training
     cross-entropy over the last fifth of training (window means of the logged batch losses),
-    ``acc_changes`` the change of test exact match over the last quarter. A run has converged
+    ``acc_changes`` the change of test exact match over the last quarter, ``acc_noise`` (optional)
+    the noise of such a change on the run's test set, ``1.96·√(2p(1 − p)/n)`` for accuracy ``p``
+    on ``n`` sentences (two evaluations, each with its binomial error).  A run has converged
     when the loss fell by less than ``max_ce_drop`` = 5 % (the window means carry about 1 % of
     batch noise, and a loss still falling by more would fall further) and the accuracy moved
-    by at most ``max_acc_change`` = 2 pp (the tolerance of the accuracy comparisons: an
-    accuracy still moving by more could flip them). *our extension* when every run converged,
-    *not reproduced* otherwise, naming the worst run.
+    by at most the larger of ``max_acc_change`` = 2 pp and its noise (a change the test set
+    cannot resolve is not a trend: on 500 sentences at 94 % it is 2.9 pp).  *our extension*
+    when every run converged, *not reproduced* otherwise, naming the worst run.
     """
     max_ce_drop = number("max_ce_drop", max_ce_drop, low=0, high=1)
     max_acc_change = number("max_acc_change", max_acc_change, low=0, high=1)
@@ -86,20 +89,27 @@ def runs_converged(ce_drops: Mapping[str, float], acc_changes: Mapping[str, floa
         fail("ce_drops/acc_changes", type(ce_drops).__name__, "two mappings run → value")
     require(len(ce_drops) > 0 and set(ce_drops) == set(acc_changes), "acc_changes keys",
             sorted(acc_changes), f"the runs of ce_drops ({len(ce_drops)}, non-empty)")
+    noise = {} if acc_noise is None else acc_noise
+    if not isinstance(noise, Mapping) or (noise and set(noise) != set(ce_drops)):
+        fail("acc_noise", type(noise).__name__, "None or a mapping with the runs of ce_drops")
     drops = {k: number(f"ce_drops[{k!r}]", v, low=-1, high=1) for k, v in ce_drops.items()}
     moves = {k: abs(number(f"acc_changes[{k!r}]", v, low=-1, high=1))
              for k, v in acc_changes.items()}
-    bad = [k for k in drops if drops[k] >= max_ce_drop or moves[k] > max_acc_change]
+    tol = {k: max(max_acc_change, number(f"acc_noise[{k!r}]", noise[k], low=0, high=1)
+                  if k in noise else 0.0) for k in drops}
+    bad = [k for k in drops if drops[k] >= max_ce_drop or moves[k] > tol[k]]
     worst_drop = max(drops, key=drops.get)
-    worst_move = max(moves, key=moves.get)
-    numbers = (f"largest CE drop {100 * drops[worst_drop]:.1f} % ({worst_drop}), largest "
-               f"accuracy change {100 * moves[worst_move]:.1f} pp ({worst_move})")
+    worst_move = max(moves, key=lambda k: moves[k] - tol[k])
+    numbers = (f"largest CE drop {100 * drops[worst_drop]:.1f} % ({worst_drop}), closest "
+               f"accuracy change {100 * moves[worst_move]:.1f} pp against its tolerance "
+               f"{100 * tol[worst_move]:.1f} pp ({worst_move})")
     if not bad:
         return "our extension", (f"all {len(drops)} runs: CE drop < {100 * max_ce_drop:g} % and "
-                                 f"accuracy change ≤ {100 * max_acc_change:g} pp; {numbers}")
+                                 f"accuracy change within max({100 * max_acc_change:g} pp, "
+                                 f"test noise); {numbers}")
     return "not reproduced", (f"{len(bad)} of {len(drops)} runs still improving (CE drop ≥ "
-                              f"{100 * max_ce_drop:g} % or accuracy change > "
-                              f"{100 * max_acc_change:g} pp); {numbers}")
+                              f"{100 * max_ce_drop:g} % or accuracy change beyond max("
+                              f"{100 * max_acc_change:g} pp, test noise)); {numbers}")
 
 
 @rule

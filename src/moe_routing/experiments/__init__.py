@@ -4,6 +4,9 @@
 with cross-entropy, CE + load balancing or CE + the task-router loss (Figure 2 and the accuracy
 grid).
 ``accuracy`` — intervals of a cell's mean accuracy (seed spread or binomial error).
+``plan`` — the training chapter's runs from its parameters.
+``claims`` — from runs to the verdicts of paper A's experimental claims.
+``power`` — the verdict rules fed deliberately broken models.
 ``executor`` — where a grid's runs go: worker processes on this machine or a Ray cluster.
 """
 

@@ -62,3 +62,10 @@ def test_code_lines_skip_metadata_and_prose():
     text = ("prose " * 30 + "\n```{code-cell} ipython3\n---\nmystnb:\n  figure:\n    caption: "
             + "c" * 120 + "\n---\nx = 1\n```\n" + "y" * 120 + "\n")
     assert list(code_lines(text)) == [(8, "x = 1")]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_ledger_states_the_profile_its_numbers_come_from(path):
+    """A verdict box must say which scale measured it (smoke, default or paper)."""
+    calls = re.findall(r"Ledger\(([^)]*)\)", path.read_text(encoding="utf-8"))
+    assert all("profile=profile" in c for c in calls), calls

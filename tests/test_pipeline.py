@@ -235,6 +235,7 @@ def test_stage_builds_toc_and_generated_pages(project):
     ledger = (out / "generated" / "ledger.md").read_text()
     assert "X-alpha" in ledger and "n = 5" in ledger
     assert "A-thm42-accuracy" in ledger and "pending" in ledger   # unmeasured claims are listed
+    assert "**We measured.** n = 5" in ledger                    # no profile recorded: none shown
     status = (out / "generated" / "status.md").read_text()
     assert status.count("✓ ok") == 2
     # the scale: this build's profile, and that the paper profile never ran here

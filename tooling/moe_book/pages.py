@@ -207,7 +207,7 @@ def ledger_page(project, profile: str) -> str:
                     f"{said} {r['claim']}", ""]
             if r["measured"]:
                 scale = (f" (profile `{r['profile']}`)" if r.get("profile") else "")
-                out += [f"**We measured**{scale}**.** {r['measured']}", ""]
+                out += [f"**We measured{scale}.** {r['measured']}", ""]
                 if r.get("reason"):
                     rule = r.get("rule", "")
                     by = f" (rule `{rule}`)" if rule and rule != "literal" else ""

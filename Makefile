@@ -141,7 +141,7 @@ test: $(STAMP) chromium poppler
 	$(VENV)/bin/ruff check src tooling tests benchmarks book/_ext scripts
 	$(PY) -m pytest -q
 	@echo "== numerical tests again under $(OTHER_DISPATCH)"
-	env $(OTHER_DISPATCH) $(PY) -m pytest -q -p no:cacheprovider -m "not book and not assignments"
+	env $(OTHER_DISPATCH) $(PY) -m pytest -q -p no:cacheprovider -m "not book and not assignments and not training"
 
 unit: $(STAMP)
 	$(PY) -m pytest -q -m "not book"

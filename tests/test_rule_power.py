@@ -15,6 +15,8 @@ import torch
 from moe_routing.experiments import ExperimentConfig, run_grid
 from moe_routing.experiments.power import MUST_FAIL, RULES, VARIANT_NAMES, broken_configs, power_table
 
+pytestmark = pytest.mark.training
+
 BASE = dict(n_tasks=4, n_experts=3, n_relations=8, n_pairs=20, d_model=32, d_expert=32,
             steps=300, batch_size=64, lr=0.01)
 

@@ -69,3 +69,21 @@ def test_every_ledger_states_the_profile_its_numbers_come_from(path):
     """A verdict box must say which scale measured it (smoke, default or paper)."""
     calls = re.findall(r"Ledger\(([^)]*)\)", path.read_text(encoding="utf-8"))
     assert all("profile=profile" in c for c in calls), calls
+
+
+def test_the_training_chapter_states_the_sizes_of_its_default_profile():
+    """"So we chose d_model 16, two heads, experts of 32 neurons, 1,500 steps": the prose must
+    be the default profile's values, and the calibration it cites must have run at that budget."""
+    import json
+
+    import yaml
+
+    text = " ".join((ROOT / "notebooks" / "training.md").read_text(encoding="utf-8").split())
+    p = yaml.safe_load((ROOT / "notebooks" / "params" / "default.yaml").read_text())["training"]
+    words = {1: "one", 2: "two", 4: "four"}
+    assert (f"**`d_model` {p['d_model']}, {words[p['n_heads']]} heads, experts of "
+            f"{p['d_expert']} neurons**, {p['steps']:,} steps") in text
+    cal = json.loads((ROOT / "benchmarks" / "results" / "training_calibration.json").read_text())
+    assert cal["common"]["steps"] == p["steps"] and cal["common"]["n_heads"] == p["n_heads"]
+    assert {(r["d_model"], r["n_experts"], r["d_expert"]) for r in cal["rows"]} >= {
+        (p["d_model"], 1, p["d_expert"]), (p["d_model"], p["fig2_experts"], p["d_expert"])}

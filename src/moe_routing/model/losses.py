@@ -291,9 +291,7 @@ def task_router_loss(router_logits: torch.Tensor, expert_targets: torch.Tensor,
         logits, targets = logits[m], targets[m]
     if targets.numel() == 0:
         return logits.sum() * 0.0
-    lo, hi = int(targets.min()), int(targets.max())
-    require(lo >= 0 and hi < n_exp, "expert_targets range", f"{lo}..{hi}",
-            f"expert ids in 0..{n_exp - 1}")
+    _check_expert_ids("expert_targets", targets, n_exp)
     return F.cross_entropy(logits, targets)
 
 

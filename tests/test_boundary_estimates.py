@@ -26,6 +26,24 @@ def test_simultaneous_confidence_is_bonferroni():
     assert simultaneous_confidence(4, family=0.9) == pytest.approx(0.975)
 
 
+def test_misses_by_chance_in_a_table_of_eight():
+    """The boundary-mass chapter's statement: with plain 95 % intervals a table of eight
+    correct predictions shows 0.4 misses on average and at least one with probability
+    1 − 0.95⁸ ≈ 0.34 (independent intervals); the Bonferroni levels bring that below 0.05."""
+    from scipy import stats
+    rng = np.random.default_rng(0)
+    m, reps = 8, 200_000
+    z = np.abs(rng.standard_normal((reps, m)))            # |estimate − truth| / standard error
+    plain = z > stats.norm.ppf(0.975)
+    simultaneous = z > stats.norm.ppf(1 - (1 - simultaneous_confidence(m)) / 2)
+    assert plain.sum(1).mean() == pytest.approx(0.05 * m, abs=0.01)
+    assert plain.any(1).mean() == pytest.approx(1 - 0.95**m, abs=0.005)
+    assert 0.3 < plain.any(1).mean() < 0.4                 # far from certain, far from rare
+    assert simultaneous.any(1).mean() <= 0.05 + 0.003
+    assert simultaneous.any(1).mean() == pytest.approx(1 - simultaneous_confidence(m) ** m,
+                                                       abs=0.003)
+
+
 def test_check_power_law_accepts_the_true_law_and_rejects_a_wrong_constant():
     law = GaussianLaw.standard(3, mean=[0.3, 0.0, 0.0])
     router = LinearRouter.binary([1.0, 0.5, -0.5], b=0.2)

@@ -65,3 +65,37 @@ def test_family_bad_inputs():
         ThresholdFamily(teacher).minimise(0.0)
     with pytest.raises(ValueError, match="n_b = 0"):
         ThresholdFamily(teacher).minimise(0.1, n_b=0)
+
+
+def test_sign_teacher_minimisers_converge_yet_gamma_convergence_fails():
+    """f* = sign(x − 0.3) with s ∈ [0, 1]: small s is penalised, so the exact minimisers
+    converge (s_τ = 1, b_τ → 0.3) — but the liminf inequality fails at θ = (0.3, 0, (1, −1)):
+    L_0(θ) = 4 P(X < 0.3) = 2.6 while θ_τ = (0.3, √τ, (1, −1)) → θ has L_τ(θ_τ) =
+    2(2 ln 2 − 1)√τ + o(√τ) → 0, and θ_τ is a sequence of near-minimisers."""
+    from scipy import integrate
+
+    def f(x):
+        return np.sign(x - 0.3)
+
+    def risk(s, tau):  # c = (1, −1) fixed: c_0 σ(z) + c_1 σ(−z) = tanh(z/2); tau = 0: hard
+        gate = ((lambda x: 1.0) if s == 0 else (lambda x: np.sign(x - 0.3))) if tau == 0 \
+            else (lambda x: np.tanh(s * (x - 0.3) / (2 * tau)))
+        return integrate.quad(lambda x: 0.5 * (f(x) - gate(x)) ** 2, -1, 1, points=[0.3],
+                              limit=200, epsabs=1e-13)[0]
+
+    fam = ThresholdFamily(f, s_range=(0.0, 1.0))
+    hard = fam.minimise(None, n_b=61)
+    assert hard.risk == pytest.approx(0.0, abs=1e-12)
+    mins = {tau: fam.minimise(tau, n_b=61, n_s=9) for tau in (0.01, 0.001)}
+    assert all(m.s == pytest.approx(1.0) for m in mins.values())     # largest scale, not s → 0
+    assert abs(mins[0.001].b - 0.3) < abs(mins[0.01].b - 0.3) < 1e-3
+    assert risk(0.0, 0) == pytest.approx(2.6, abs=1e-10)
+    for tau in (1e-2, 1e-4, 1e-6):
+        l_tau = risk(np.sqrt(tau), tau)
+        assert l_tau == pytest.approx(2 * (2 * np.log(2) - 1) * np.sqrt(tau), rel=1e-4)
+    assert risk(np.sqrt(1e-6), 1e-6) < 1e-3 < 2.6                 # liminf L_τ(θ_τ) < L_0(θ)
+    near = risk(np.sqrt(0.001), 0.001) - mins[0.001].risk           # near-minimisers ...
+    assert 0 < near < 0.03                                          # ... with a bad limit
+    # the same failure with the experts profiled out: min_c L_0 at s = 0 is Var f* = 0.91
+    assert fam.hard_profile(0.3, [0.0]).risk[0] == pytest.approx(0.91, abs=1e-9)
+    assert fam.soft_profile(0.3, [np.sqrt(1e-6)], 1e-6).risk[0] < 1e-3

@@ -87,3 +87,53 @@ def test_the_training_chapter_states_the_sizes_of_its_default_profile():
     assert cal["common"]["steps"] == p["steps"] and cal["common"]["n_heads"] == p["n_heads"]
     assert {(r["d_model"], r["n_experts"], r["d_expert"]) for r in cal["rows"]} >= {
         (p["d_model"], 1, p["d_expert"]), (p["d_model"], p["fig2_experts"], p["d_expert"])}
+
+
+# Chapters whose figures were checked for typeset labels and run-independent alt texts.
+TYPESET_FIGURES = [ROOT / "notebooks" / f"{n}.md"
+                   for n in ("soft_to_hard", "gamma_convergence", "symmetry_breaking")]
+LABEL = re.compile(r"""(?:\blabel\s*=|set_[xy]label\()\s*[rRfF]{0,2}(["'])(?P<s>.*?)\1""")
+
+
+def pseudo_tex_labels(text: str) -> list[str]:
+    """Axis and legend labels of the code cells with a subscript or power typed as plain
+    text (``L_0``, ``τ^p``): matplotlib prints the underscore or caret literally unless it
+    sits in mathtext ``$…$``. Format fields ``{…}`` of f-strings are code, not label text."""
+    bad = []
+    for _, line in code_lines(text):
+        for m in LABEL.finditer(line):
+            shown = re.sub(r"\$[^$]*\$", "", m.group("s"))
+            shown = re.sub(r"\{[^{}]*\}", "", shown)
+            if "_" in shown or "^" in shown:
+                bad.append(m.group("s"))
+    return bad
+
+
+def alt_texts(text: str) -> list[str]:
+    """The ``alt:`` texts of the figure metadata, one string each."""
+    return [" ".join(m.group(1).split())
+            for m in re.finditer(r"\n {4}alt: (.*?)\n(?! {6}\S)", text, re.S)]
+
+
+@pytest.mark.parametrize("path", TYPESET_FIGURES, ids=lambda p: p.stem)
+def test_figure_labels_typeset_subscripts_with_mathtext(path):
+    assert pseudo_tex_labels(path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("path", TYPESET_FIGURES, ids=lambda p: p.stem)
+def test_alt_texts_hold_no_measured_numbers(path):
+    """Alt text is static metadata: a decimal number in it cannot come from the run (glue
+    does not reach it), so it goes stale with the first different run or profile."""
+    alts = alt_texts(path.read_text(encoding="utf-8"))
+    assert alts, "no alt text found: the pattern no longer matches the metadata"
+    assert [a for a in alts if re.search(r"\d\.\d|\d+ times|\btimes higher\b", a)] == []
+
+
+def test_label_and_alt_checks_see_what_they_should():
+    code = ('```{code-cell} ipython3\nax.set_ylabel("|L_τ − L_0|")\n'
+            'ax.plot(x, y, label=rf"fit ${c:.3f}\\,\\tau^{{{p:.3f}}}$")\n'
+            'ax.plot(x, y, label=f"τ = {taus[0]:g}")\n```\n')
+    assert pseudo_tex_labels(code) == ["|L_τ − L_0|"]
+    meta = ("---\nmystnb:\n  image:\n    alt: A curve with a minimum near b equals 0.27\n"
+            "      and a dashed line.\ntags: [hide-input]\n---\n")
+    assert alt_texts(meta) == ["A curve with a minimum near b equals 0.27 and a dashed line."]

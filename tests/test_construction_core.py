@@ -2,6 +2,8 @@
 the ε guarantee, routing, disentanglement, isolation and sizes, on small datasets."""
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from moe_routing.construction import (build_dense, build_moe, check_hypotheses, 
 from moe_routing.construction.separators import fit_point_detectors
 from moe_routing.construction.sizes import expert_table, parameter_counts
 from moe_routing.construction.verify import isolation, verify
-from moe_routing.knowledge import KnowledgeDataset, KnowledgeTask
+from moe_routing.knowledge import KnowledgeDataset, KnowledgeTask, build_dataset
 
 
 def running_example(extra=False):
@@ -37,6 +39,89 @@ def test_polynomial_code_coherence_bound_holds():
         assert np.allclose(np.linalg.norm(C, axis=1), 1.0)
         assert coherence(C) <= mu + 1e-12
         assert len({tuple(r) for r in np.round(C, 9)}) == n       # all codewords distinct
+
+
+def simplex_code(n):
+    """The regular simplex: n unit vectors in R^(n-1) with pairwise inner products -1/(n-1)
+    (the construction of the chapter's output-code table)."""
+    Q = np.linalg.qr(np.eye(n)[:, :-1] - 1.0 / n)[0]
+    return math.sqrt(n / (n - 1)) * Q
+
+
+def sum_readout_margins(C, sets):
+    """Smallest valid minus largest invalid logit of the sum read-out, per valid set."""
+    G = C @ C.T
+    return np.array([G[t].sum(0)[t].min() - np.delete(G[t].sum(0), t).max() for t in sets])
+
+
+@pytest.mark.parametrize("n", [3, 4, 6, 9])
+def test_simplex_code_saves_a_dimension_and_gains_margin_on_every_set(n):
+    """A code one dimension shorter than one-hot can have *more* margin: the simplex gives
+    margin 1 + 1/(n-1) on every nonempty proper subset, whatever its size."""
+    import itertools
+    C = simplex_code(n)
+    assert C.shape == (n, n - 1)
+    assert np.allclose(np.linalg.norm(C, axis=1), 1.0)
+    assert np.linalg.matrix_rank(C) == n - 1
+    assert np.allclose(C @ C.T - np.eye(n), -(1 - np.eye(n)) / (n - 1))
+    sets = [np.array(t) for k in range(1, n) for t in itertools.combinations(range(n), k)]
+    assert np.allclose(sum_readout_margins(C, sets), 1 + 1 / (n - 1))
+    assert np.allclose(sum_readout_margins(np.eye(n), sets), 1.0)
+
+
+def test_below_n_minus_1_dimensions_some_single_word_set_has_margin_at_most_one():
+    """n >= d + 2 unit vectors in R^d always contain a pair with a non-negative inner
+    product (at most d + 1 are pairwise obtuse), so some singleton set has margin <= 1."""
+    rng = np.random.default_rng(0)
+    for d in (2, 3, 5):
+        n = d + 2
+        singletons = [np.array([i]) for i in range(n)]
+        for _ in range(200):
+            C = rng.standard_normal((n, d))
+            C /= np.linalg.norm(C, axis=1, keepdims=True)
+            assert sum_readout_margins(C, singletons).min() <= 1.0 + 1e-12
+        # the simplex of R^d (d + 1 words) still beats one-hot on singletons
+        assert sum_readout_margins(simplex_code(d + 1), singletons[:d + 1]).min() > 1.0
+
+
+def test_router_inputs_of_a_generic_attention_layer_need_the_positions_twice():
+    """With input tok_emb + pos_emb and values linear in it, the router input x_t + head
+    output spans at most 2·(types + positions) dimensions, and a generic layer exceeds
+    2·types + positions: the positions enter through x_t and through the head."""
+    rng = np.random.default_rng(0)
+    n_types, n_pos, d = 3, 6, 64
+    E, P = rng.standard_normal((n_types, d)), rng.standard_normal((n_pos, d))
+    WQ, WK, WV = (rng.standard_normal((d, d)) / 8 for _ in range(3))
+    causal = np.tri(n_pos, dtype=bool)
+    Z = []
+    for _ in range(300):
+        X = E[rng.integers(0, n_types, n_pos)] + P                      # (T, d)
+        S = np.where(causal, (X @ WQ) @ (X @ WK).T, -np.inf)
+        A = np.exp(S - S.max(1, keepdims=True))
+        Z.append(X + (A / A.sum(1, keepdims=True)) @ X @ WV)
+    sv = np.linalg.svd(np.concatenate(Z), compute_uv=False)
+    rank = int((sv > 1e-8 * sv[0]).sum())
+    assert 2 * n_types + n_pos < rank <= 2 * (n_types + n_pos)
+
+
+@pytest.mark.parametrize("make", [running_example,
+                                  lambda: running_example(extra=True),
+                                  lambda: build_dataset(n_relations=3, seed=0)])
+def test_chapter_router_dimension_formula_is_the_built_models(make):
+    """The router input dimension the construction chapter computes (its ``dim_router =``
+    line) is the width of the router block of the built model, and the general bound
+    2·(types + positions) of the same chapter is at least that."""
+    text = (Path(__file__).resolve().parents[1] / "notebooks" / "construction.md").read_text(
+        encoding="utf-8")
+    ours = re.search(r"^dim_router = ([^#\n]+)", text, re.M).group(1)
+    general = re.search(r"^dim_router_any = ([^#\n]+)", text, re.M).group(1)
+    ds = make()
+    model, rep = build_moe(ds, 1e-3)
+    names = {"n_types": structural_nodes(ds).n_types, "ds": ds}
+    lo, hi = rep.layout.router_block
+    assert eval(ours, {}, names) == hi - lo == int(model.router.input_mask.sum())
+    assert eval(general, {}, names) >= hi - lo
+    assert (model.router.weight[:, :lo] == 0).all() and (model.router.weight[:, hi:] == 0).all()
 
 
 def test_structural_nodes_of_running_example():
@@ -260,3 +345,14 @@ def test_restricted_forward_equals_model_forward():
             out0 = fast(x)["out"]
         lg0 = fast.logits(out0.reshape(-1, out0.shape[-1])).view(ref0.shape)
         assert torch.allclose(lg0, ref0, atol=1e-4 * float(ref0.abs().max()) + 1e-6)
+
+
+def test_coherence_of_the_regular_simplex_is_negative_and_a_single_word_is_refused():
+    # the regular simplex of n words (centred one-hot vectors, normalised): ⟨c_i, c_j⟩ = -1/(n-1)
+    n = 7
+    c = np.eye(n) - 1.0 / n
+    c /= np.linalg.norm(c, axis=1, keepdims=True)
+    assert coherence(c) == pytest.approx(-1.0 / (n - 1))
+    assert coherence(c, block=3) == pytest.approx(-1.0 / (n - 1))      # across blocks too
+    with pytest.raises(ValueError, match="at least 2 codewords, got 1"):
+        coherence(c[:1])

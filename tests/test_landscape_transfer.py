@@ -94,6 +94,39 @@ def test_soft_risk_tends_to_hard_risk_linearly_in_tau():
     assert float(L_refit[0]) == pytest.approx(profiled_hard(CFG, phi), abs=5e-3)
 
 
+def _risk_gap(theta, phi, tau):
+    """L_τ(θ, φ) − L_0(θ, φ) by quadrature."""
+    theta_t = torch.tensor(theta, dtype=torch.float64)[None]
+    phi_t = torch.tensor(phi, dtype=torch.float64)[None]
+    soft = float(soft_risk_quad(CFG, theta_t, phi_t, tau)[0])
+    return soft - hard_risk(CFG, theta, phi)
+
+
+@pytest.mark.parametrize("tau", [0.1, 0.01])
+def test_profiled_gap_is_bounded_by_the_gap_at_the_two_refits(tau):
+    """Remark (a) of the landscape chapter: |L̄_τ − L̄_0| ≤ max of |L_τ − L_0| at the hard
+    and the soft refit, so a bound uniform over a ball holding both refits transfers to the
+    profiled objectives."""
+    for phi in PHIS:
+        th0 = hard_refit(CFG, phi)
+        th_tau, lbar_tau = soft_refit_quad(CFG, torch.tensor(phi, dtype=torch.float64)[None],
+                                           tau)
+        th_tau, lbar_tau = th_tau[0].numpy(), float(lbar_tau[0])
+        lbar_0 = profiled_hard(CFG, phi)
+        tol = 1e-9 * max(1.0, abs(lbar_0))
+        assert lbar_0 - lbar_tau <= -_risk_gap(th_tau, phi, tau) + tol
+        assert lbar_tau - lbar_0 <= _risk_gap(th0, phi, tau) + tol
+
+
+def test_soft_hard_gap_is_unbounded_in_the_experts():
+    """Without a ball there is no uniform gap: along θ = s·θ⁽⁰⁾, L_τ − L_0 is a quadratic in
+    s with a nonzero leading coefficient (constant experts ±s at the teacher's router)."""
+    th = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]])
+    gaps = {s: _risk_gap(s * th, CFG.teacher_phi, 0.01) for s in (10.0, 100.0, 1000.0)}
+    assert abs(gaps[1000.0]) > 1e3 * abs(gaps[10.0]) / 2
+    assert gaps[1000.0] / gaps[100.0] == pytest.approx(100.0, rel=0.05)   # ∝ s²
+
+
 def test_joint_hessian_matches_finite_differences_of_gradient():
     phi, tau = np.array([2.0, -0.5]), 0.1
     th = soft_refit_np(CFG, phi, tau) + 0.05

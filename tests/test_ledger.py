@@ -34,6 +34,33 @@ def test_every_verdict_has_a_badge_and_verdicts_are_checked():
         Verdict("partly", "", "r")
 
 
+def test_every_verdict_is_wired_through_the_book():
+    """A verdict word needs its box colour and badge colour (book/_static/companion.css), an
+    explanation on the ledger page and a place in the Findings page's order; a word added to
+    VERDICTS without them would render unstyled or be counted nowhere."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    css = (root / "book" / "_static" / "companion.css").read_text(encoding="utf-8")
+    pages = (root / "tooling" / "moe_book" / "pages.py").read_text(encoding="utf-8")
+    findings = (root / "tooling" / "moe_book" / "findings.py").read_text(encoding="utf-8")
+    for v in VERDICTS:
+        cls = "verdict-" + v.replace(" ", "-")
+        for sel in (f"div.admonition.{cls}", f"span.verdict-badge.{cls}"):
+            assert re.search(re.escape(sel) + r"[\s,{]", css), sel
+        assert f"*{v}* —" in " ".join(pages.split()), v
+        assert f'"{v}"' in findings, v
+
+
+def test_a_definition_is_not_counted_as_reproduced():
+    c = Ledger(None, notebook="demo").record(
+        "A-task-complexity", measured="c(k) ≤ L·|T(k)| + N for 3 of 3 tasks",
+        verdict=Verdict("holds by definition", "as the definitions imply", "r"))
+    box = c._repr_html_()
+    assert "verdict-holds-by-definition" in box and "≡ holds by definition" in box
+    assert "✓" not in box and "≡ **holds by definition**" in c._repr_markdown_()
+
+
 def test_rule_stamps_its_name():
     v = threshold_rule(0.5)
     assert (v.verdict, v.reason) == ("partly", "x = 0.5 < 1")

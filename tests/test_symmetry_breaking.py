@@ -130,3 +130,94 @@ def test_bad_input_raises():
     z2 = torch.zeros(1, 2, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"tau\[0\] = 0.0"):
         gradient_flow(X, Y, z2, z2, z2, [0.0], steps=1)
+
+
+def test_couplings_are_one_half_and_one_so_the_rate_is_lambda_over_sqrt2():
+    """The √2 of the rates is √(½·1): ẇ = Mδ/(2τ) (the gate slope σ'(0) = ¼ once) and
+    δ̇ = Mw/τ (π_1 − π_2 = 2π_1 − 1: twice the gate change). Read both couplings off the
+    library's gradients at the symmetric state; their product fixes λ/√2, whatever the scale
+    of δ."""
+    model = TwoExpertGaussian(u=U_GENERIC, beta1=BETA1, beta2=BETA2)
+    X, Y = model.sample(3_000, seed=7)
+    Mn, _, theta_bar = m_operator_mc(X, Y)
+    tb = torch.as_tensor(theta_bar)[None]
+    e = torch.tensor([[0.3, -0.5, 0.8]], dtype=torch.float64)
+    zero = torch.zeros_like(e)
+    tau = 0.2
+    # router velocity from a contrast δ = ε e at w = 0 (exactly linear in δ there)
+    eps = 1e-6
+    _, _, gw = population_gradients(X, Y, tb + eps * e / 2, tb - eps * e / 2, zero,
+                                    torch.tensor([tau]))
+    c_w = (-gw[0].numpy()) / (Mn @ (eps * e[0].numpy()) / tau)
+    # contrast velocity from a router w = ε e at δ = 0 (linear up to O(ε³))
+    g1, g2, _ = population_gradients(X, Y, tb, tb.clone(), eps * e, torch.tensor([tau]))
+    c_d = (-(g1 - g2)[0].numpy()) / (Mn @ (eps * e[0].numpy()) / tau)
+    assert c_w == pytest.approx([0.5] * 3, rel=1e-6)
+    assert c_d == pytest.approx([1.0] * 3, rel=1e-6)
+    rate = math.sqrt(c_w[0] * c_d[0]) * np.abs(np.linalg.eigvalsh(Mn)).max() / tau
+    assert rate == pytest.approx(linear_growth_rates(Mn, tau)[0, 0], rel=1e-6)
+
+
+def test_orthogonal_teacher_router_direction_is_set_by_the_start():
+    """γ ⊥ u: M = c(uγᵀ + γuᵀ) has eigenvalues ±c|γ|, both growing at the same rate, so the
+    router's direction in span{u, γ̂} is the start's, not 45° from u (|cos| = 1/√2 is one mode
+    alone). The flow follows the linear prediction e^{At} z_0 start by start."""
+    from scipy.linalg import expm
+
+    g = 0.8
+    model = TwoExpertGaussian(u=(1.0, 0.0, 0.0), beta1=(0.0, g, 0.0), beta2=(0.0, -g, 0.0))
+    c = math.sqrt(2 / math.pi)
+    assert np.linalg.eigvalsh(m_operator_closed_form(model)) == pytest.approx(
+        [-c * g, 0.0, c * g], abs=1e-12)
+    top = linear_growth_rates(m_operator_closed_form(model), 1.0)[0]
+    assert top[0] == pytest.approx(top[1], abs=1e-12)       # a two-dimensional growing space
+    assert top[0] == pytest.approx(g / math.sqrt(math.pi), abs=1e-12)
+    X, Y = model.sample(4_000, seed=1)
+    Mp = m_operator_mc(X, Y)[0]
+    A = np.block([[np.zeros((3, 3)), Mp / 2], [Mp, np.zeros((3, 3))]])
+    B = 6
+    s = symmetric_start(X, Y, B, scale_w=1e-8, scale_delta=1e-8, seed=2, shared=False)
+    res = gradient_flow(X, Y, *s, np.ones(B), steps=300, h=0.1, record_path=True)
+    z0 = np.hstack([s[2].numpy(), (s[0] - s[1]).numpy()])
+    cos, cos_lin = [], []
+    for b in range(B):
+        i = int(np.argmax(res.w_norm[:, b] >= 1e-4))
+        w, w_lin = res.w_path[i, b], (expm(A * res.t_over_tau[i]) @ z0[b])[:3]
+        cos.append(abs(w[0]) / np.linalg.norm(w))
+        cos_lin.append(abs(w_lin[0]) / np.linalg.norm(w_lin))
+    cos = np.array(cos)
+    assert cos == pytest.approx(cos_lin, abs=1e-3)
+    assert np.ptp(cos) > 0.5                                  # not one angle for every start
+    assert np.abs(cos - 1 / math.sqrt(2)).max() > 0.2
+
+
+def test_doubling_the_contrast_shifts_the_breaking_by_the_left_eigenvector_weight():
+    """General teacher: the eigenvalue of M of largest modulus is negative, the fastest mode is
+    (v, −√2v), and the start's weight on it is √2 v·w_0 − v·δ_0 (left eigenvector (√2v, −v)).
+    Doubling δ_0 shifts the time to reach a given |w| by log(|p_old|/|p_new|)/(rate·τ); with the
+    positive-eigenvalue weight √2 v·w_0 + v·δ_0 the prediction would have the wrong sign."""
+    u = np.random.default_rng(0).standard_normal(3)          # the chapter's `general`
+    model = TwoExpertGaussian(u=u, beta1=BETA1, beta2=BETA2)
+    ev_pop = np.linalg.eigvalsh(m_operator_closed_form(model))
+    assert ev_pop[np.argmax(np.abs(ev_pop))] == pytest.approx(-0.7536, abs=1e-4)
+    X, Y = model.sample(4_000, seed=1)
+    Mn = m_operator_mc(X, Y)[0]
+    ev, V = np.linalg.eigh(Mn)
+    k = int(np.argmax(np.abs(ev)))
+    v, sgn = V[:, k], np.sign(ev[k])
+    assert sgn == -1
+    lam = abs(ev[k]) / math.sqrt(2)
+    starts = [symmetric_start(X, Y, 1, scale_w=1e-8, scale_delta=sd, seed=2)
+              for sd in (1e-8, 2e-8)]
+    th1, th2, w0 = (torch.cat(parts) for parts in zip(*starts))
+    res = gradient_flow(X, Y, th1, th2, w0, np.ones(2), steps=320, h=0.1)
+    t_hit = [np.interp(np.log(1e-3), np.log(res.w_norm[:, b]), res.t_over_tau)
+             for b in range(2)]
+    a, b0 = float(v @ w0[0].numpy()), float(v @ (th1 - th2)[0].numpy())
+    p_old, p_new = math.sqrt(2) * a + sgn * b0, math.sqrt(2) * a + sgn * 2 * b0
+    predicted = math.log(abs(p_old / p_new)) / lam
+    assert t_hit[1] - t_hit[0] == pytest.approx(predicted, abs=0.02)
+    # the closing rule: a delay exactly when a, b have the same sign and |b| < (2√2/3)|a|
+    assert (predicted > 0) == (a * b0 > 0 and abs(b0) < 2 * math.sqrt(2) / 3 * abs(a))
+    wrong = math.log(abs((math.sqrt(2) * a + b0) / (math.sqrt(2) * a + 2 * b0))) / lam
+    assert np.sign(wrong) != np.sign(t_hit[1] - t_hit[0])

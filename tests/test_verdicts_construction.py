@@ -20,12 +20,17 @@ def test_accuracy_every_eps_or_less():
 
 
 def test_routing_thresholds():
-    assert vc.thm42_routing(100, 100, 10, 10, True).verdict == OURS
+    # every prefix determines its task: the statement holds as stated, for our router
+    assert vc.thm42_routing(100, 100, 0, 0, True).verdict == OURS
+    # shared prefixes, all sent to the junction expert: the conclusion changed there
+    v = vc.thm42_routing(100, 100, 10, 10, True)
+    assert v.verdict == "partly" and "10 prefixes are shared" in v.reason
+    assert vc.thm42_routing(100, 100, 1, 1, True).verdict == "partly"
     # one shared prefix misrouted: partly
     assert vc.thm42_routing(100, 100, 9, 10, True).verdict == "partly"
     # 95 % exactly is partly, just below is not reproduced
-    assert vc.thm42_routing(95, 100, 10, 10, True).verdict == "partly"
-    assert vc.thm42_routing(94, 100, 10, 10, True).verdict == "not reproduced"
+    assert vc.thm42_routing(95, 100, 0, 0, True).verdict == "partly"
+    assert vc.thm42_routing(94, 100, 0, 0, True).verdict == "not reproduced"
     v = vc.thm42_routing(0, 100, 10, 10, True)
     assert v.verdict == "not reproduced" and "0/100" in v.reason
     v = vc.thm42_routing(100, 100, 10, 10, False)
@@ -36,18 +41,39 @@ def test_routing_thresholds():
         vc.thm42_routing(100, 100, 10, 10, 1)
 
 
-def test_expert_size_junction_growth_is_not_reproduced():
-    args = dict(n_within=8, n_experts=8, additive=True, same_tasks=True,
-                task_experts_never_grow=True)
-    assert vc.thm42_expert_size(**args, junction_sizes=[26, 26]).verdict == OURS
-    v = vc.thm42_expert_size(**args, junction_sizes=[29, 61, 134])
-    assert v.verdict == "partly" and "junction expert (ours) grows 29 → 61 → 134" in v.reason
-    assert vc.thm42_expert_size(**args, junction_sizes=[26]).verdict == "partly"
-    assert vc.thm42_expert_size(**{**args, "same_tasks": False},
-                                junction_sizes=[5, 5]).verdict == "partly"
+def test_routing_never_reads_reproduced_with_shared_prefixes():
+    # the old rule read "reproduced for our construction" whenever the shared prefixes went to
+    # the junction expert, though "each input to its task's expert" is false at them
+    for n_shared in (1, 5, 1000):
+        assert vc.thm42_routing(100, 100, n_shared, n_shared, True).verdict != OURS
+
+
+ARGS = dict(n_within=8, n_experts=8, additive=True, same_tasks=True,
+            task_experts_never_grow=True)
+
+
+def test_expert_size_is_decided_by_the_task_experts():
+    v = vc.thm42_expert_size(**ARGS, n_nested=3)
+    assert v.verdict == OURS and "3 nested datasets" in v.reason
+    assert vc.thm42_expert_size(**ARGS, n_nested=2).verdict == OURS
+    assert vc.thm42_expert_size(**ARGS, n_nested=1).verdict == "partly"
+    assert vc.thm42_expert_size(**{**ARGS, "same_tasks": False}, n_nested=3).verdict == "partly"
     for bad in ({"n_within": 7}, {"additive": False}, {"task_experts_never_grow": False}):
-        v = vc.thm42_expert_size(**{**args, **bad}, junction_sizes=[5, 5])
+        v = vc.thm42_expert_size(**{**ARGS, **bad}, n_nested=3)
         assert v.verdict == "not reproduced", bad
+
+
+def test_junction_expert_is_our_extension_when_it_grows():
+    v = vc.junction_expert([5, 10, 20], [29, 61, 134])
+    assert v.verdict == "our extension" and "29 (5 tasks) → 61 (10 tasks)" in v.reason
+    assert vc.junction_expert([5, 10], [29, 29]).verdict == "not reproduced"       # no growth
+    assert vc.junction_expert([5, 10, 20], [29, 61, 60]).verdict == "not reproduced"  # shrinks
+    assert vc.junction_expert([5, 10], [29, 30]).verdict == "our extension"
+    assert vc.junction_expert([5], [29]).verdict == "partly"
+    with pytest.raises(ValueError, match="junction_sizes"):
+        vc.junction_expert([5, 10], [29])
+    with pytest.raises(ValueError, match="n_tasks"):
+        vc.junction_expert([10, 5], [29, 61])
 
 
 def test_disentangle_compares_head2_with_eta():

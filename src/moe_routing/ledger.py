@@ -25,8 +25,9 @@ from .verdicts import Verdict
 
 # Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
 # without an emoji font.
-BADGES = {"reproduced": "✓", "reproduced for our construction": "☑", "partly": "◐",
-          "not reproduced": "✗", "our extension": "+"}
+BADGES = {"reproduced": "✓", "reproduced for our construction": "☑",
+          "holds by definition": "≡", "partly": "◐", "not reproduced": "✗",
+          "our extension": "+"}
 # Where a statement about a paper comes from (what is known of the papers is their abstracts
 # and summaries of them; the full texts were not available to the book).
 SOURCES = ("abstract", "summary", "secondary", "ours")

@@ -17,6 +17,7 @@ import yaml
 from moe_routing.ledger import BADGES, anchor, load_claims, registry
 from moe_routing.verdicts import VERDICTS
 
+from . import findings
 from .myst import table_cell
 
 # Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
@@ -175,7 +176,9 @@ def ledger_page(project, profile: str) -> str:
         "",
         "Verdicts: *reproduced* — the paper's result came out again in our measurement; "
         "*reproduced for our construction* — the theorem's conclusion holds for our own "
-        "construction (which adds parts and hypotheses of its own); *partly* — part of the "
+        "construction (which adds parts and hypotheses of its own); *holds by definition* — "
+        "the statement follows from the definitions, so what was checked is our "
+        "implementation of them, not a result; *partly* — part of the "
         "claim holds, or only under conditions the reason states; *not reproduced* — our "
         "measurement disagrees; *our extension* — a claim of the book itself, not of the papers.",
         "",
@@ -187,14 +190,29 @@ def ledger_page(project, profile: str) -> str:
         "",
         "## At a glance",
         "",
-        "| Claim | Key number | Verdict |",
-        "|---|---|---|",
+        "One table per paper. *Kind*: a **theorem checked** (a proved statement confronted with "
+        "a computation that could contradict it), an **empirical result** (a measurement of "
+        "trained models, which depends on data, sizes and seeds) or a **definition** (holds by "
+        "construction and is tabulated). The verdict is written in words beside its symbol, "
+        "so the colours are a help, never the only cue.",
     ]
-    for r in rows:
-        where = f" · {_chapter_link(r)}" if r["notebook"] else ""
-        src = f" *[{r['source']}]*" if r["source"] else ""
-        out.append(f"| {table_cell(r['short'])}{src}<br>[{r['id']}](#{anchor(r['id'])}){where} | "
-                   f"{table_cell(r.get('key') or '—')} | {VERDICT_BADGE[r['verdict']]} |")
+    for paper, heading in PAPER_HEADINGS:
+        sel = [r for r in rows if r["paper"] == paper]
+        if not sel:
+            continue
+        out += ["", f"**{heading}** — {findings.counts_sentence(sel)}", "",
+                "| Claim | Kind | Key number | Verdict | Why not fully |",
+                "|---|---|---|---|---|"]
+        for r in sel:
+            where = f" · {_chapter_link(r)}" if r["notebook"] else ""
+            src = f" *[{r['source']}]*" if r["source"] else ""
+            why = (("checked on our construction: "
+                    if r["verdict"] == "reproduced for our construction" else "")
+                   + table_cell(r.get("reason") or "—")
+                   if r["verdict"] in findings.NOT_FULLY else "")
+            out.append(f"| {table_cell(r['short'])}{src}<br>[{r['id']}](#{anchor(r['id'])})"
+                       f"{where} | {findings.claim_kind(r)} | {table_cell(r.get('key') or '—')} | "
+                       f"{findings.verdict_badge(r['verdict'])} | {why} |")
     for paper, heading in PAPER_HEADINGS:
         sel = [r for r in rows if r["paper"] == paper]
         if not sel:
@@ -218,6 +236,7 @@ def ledger_page(project, profile: str) -> str:
                 out += [f"**Not measured yet.** What a reproduction has to show: {r['note']}", ""]
             out += [f"**Verdict:** {VERDICT_BADGE[r['verdict']]}"
                     + (f" — recorded in {_chapter_link(r)}." if r["notebook"] else ".")]
+    out += ["", "## How to cite", "", findings.citation(project.root, project.book_dir)]
     return "\n".join(out) + "\n"
 
 
@@ -229,8 +248,13 @@ def generated_pages(project, profile: str, states: dict[str, dict | None],
     names = chapter_order(project)
     exercises = exercises_page(exercise_index(project.notebooks_dir, names),
                                {n: _title(project.notebook_path(n)) for n in names})
+    titles = {n: _title(project.notebook_path(n)) for n in names}
     return {"status.md": status_page(project, profile, states, downloads),
             "exercises.md": exercises,
+            "findings.md": findings.findings_page(rows, profile),
+            # fragments the introduction includes (not in the toc: built only where included)
+            "chapter_map.md": findings.chapter_map(rows, project.book_dir / "_toc.yml", titles),
+            "cite.md": findings.citation(project.root, project.book_dir),
             "ledger.md": ledger_page(project, profile),
             "ledger.json": json.dumps(rows, indent=2, ensure_ascii=False) + "\n"}
 

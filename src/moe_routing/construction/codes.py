@@ -64,13 +64,18 @@ def polynomial_code(n: int, max_coherence: float = 0.3) -> tuple[np.ndarray, flo
 
 
 def coherence(codes: np.ndarray, block: int = 4096) -> float:
-    """Measured ``max_{i≠j} ⟨c_i, c_j⟩`` (blocked, so memory stays O(block · n))."""
+    """Measured ``max_{i≠j} ⟨c_i, c_j⟩`` (blocked, so memory stays O(block · n)).
+
+    The maximum may be negative (the regular simplex has ``-1/(n-1)``), so it starts at
+    ``-inf``, not 0; a code of fewer than two words has no pair and is refused."""
     n = len(codes)
-    best = 0.0
+    if n < 2:
+        raise ValueError(f"coherence needs at least 2 codewords, got {n}")
+    best = -np.inf
     for s in range(0, n, block):
         g = codes[s:s + block] @ codes.T                                    # (b, n)
         g[np.arange(g.shape[0]), np.arange(s, s + g.shape[0])] = -np.inf
-        best = max(best, float(g.max()) if n > 1 else 0.0)
+        best = max(best, float(g.max()))
     return best
 
 

@@ -10,9 +10,11 @@ sides of each threshold.
 
 Vocabulary. The landscape claims are tested in *our* teacher–student models (our teachers,
 router charts and searches), so a theorem's conclusion that holds there is "reproduced for our
-construction"; the two-expert Gaussian model of B-Prop 6.3 is the paper's own, so its
-conclusions are "reproduced". The K-region tests and the first-order laws are claims of the
-book ("our extension" when they hold).
+construction". So is B-Prop 6.3's: what is known of the paper names a two-expert Gaussian model,
+but its teacher, linear experts, logistic gate and flow convention (the ½ in ẇ = M δ/(2τ)) are
+our reconstruction, so a conclusion that holds in it shows the statement achievable in a model
+we chose, not the paper's model behaving so. The K-region tests and the first-order laws are
+claims of the book ("our extension" when they hold).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import math
 from collections.abc import Sequence
 
 from . import rule
+
+OURS = "reproduced for our construction"
 
 
 def _fmt(x: float | None) -> str:
@@ -224,7 +228,7 @@ def symmetry_unstable(rate_times_tau: Sequence[float], predicted: float, *,
     non-linearity contribute < 1 %, while the nearest wrong law (rate λ/τ, without the √2)
     is off by 41 %.
 
-    * reproduced — every rate > 0 and within ``rel_tol`` of the prediction;
+    * reproduced for our construction — every rate > 0 and within ``rel_tol`` of the prediction;
     * partly — every rate > 0 (the state is unstable) but some misses the prediction;
     * not reproduced — some start does not grow (rate ≤ 0), or the operator has no non-zero
       eigenvalue (``predicted`` ≤ 0).
@@ -235,7 +239,7 @@ def symmetry_unstable(rate_times_tau: Sequence[float], predicted: float, *,
         return "not reproduced", (f"min rate·τ = {min(rate_times_tau, default=0.0):.4g}, "
                                   f"predicted {predicted:.4g}: no growth")
     if worst <= rel_tol:
-        return "reproduced", (f"all {len(rel)} rates > 0; max |rate·τ / (max|λ(M_n)|/√2) − 1| = "
+        return OURS, (f"all {len(rel)} rates > 0; max |rate·τ / (max|λ(M_n)|/√2) − 1| = "
                               f"{worst:.2%} ≤ {rel_tol:.0%}")
     return "partly", (f"all rates > 0 but max |rate·τ / (max|λ(M_n)|/√2) − 1| = {worst:.2%} > "
                       f"{rel_tol:.0%}")
@@ -251,7 +255,7 @@ def symmetry_direction(cos_separator: Sequence[float], cos_general: float, *,
     whose unstable direction is the top eigenvector of M (correlated with u, not equal).
     ``min_cos`` = 0.95 (within 18°): a random direction in d = 3 has E|cos| = ½.
 
-    * reproduced — both at least ``min_cos``;
+    * reproduced for our construction — both at least ``min_cos``;
     * partly — one of the two;
     * not reproduced — neither.
     """
@@ -259,7 +263,7 @@ def symmetry_direction(cos_separator: Sequence[float], cos_general: float, *,
     ok_a, ok_b = a >= min_cos, cos_general >= min_cos
     txt = f"min |cos(w, u)| = {a:.4f}, general teacher |cos(w, v_max)| = {cos_general:.4f}"
     if ok_a and ok_b:
-        return "reproduced", f"{txt}, both ≥ {min_cos}"
+        return OURS, f"{txt}, both ≥ {min_cos}"
     if ok_a or ok_b:
         return "partly", f"{txt}: one below {min_cos}"
     return "not reproduced", f"{txt}: both below {min_cos}"
@@ -276,7 +280,7 @@ def symmetry_inverse_tau(exponent: float | None, rate_times_tau: Sequence[float]
     rate·τ): the integration and fit errors are < 1 %; a rate ∝ τ^−1/2 or τ^−2 misses by 0.5.
     ``loose_exp_tol`` = 0.2 separates a 1/τ law with a systematic error from another power.
 
-    * reproduced — |p + 1| ≤ exp_tol and the spread of rate·τ ≤ spread_tol;
+    * reproduced for our construction — |p + 1| ≤ exp_tol and the spread of rate·τ ≤ spread_tol;
     * partly — |p + 1| ≤ loose_exp_tol, or fewer than two temperatures (no exponent measured);
     * not reproduced — otherwise.
     """
@@ -286,7 +290,7 @@ def symmetry_inverse_tau(exponent: float | None, rate_times_tau: Sequence[float]
     spread = (max(rate_times_tau) - min(rate_times_tau)) / mean if mean > 0 else math.inf
     txt = f"rate ∝ τ^{exponent:.4f}, spread of rate·τ {spread:.2%}"
     if abs(exponent + 1) <= exp_tol and spread <= spread_tol:
-        return "reproduced", f"{txt}; |p + 1| ≤ {exp_tol}, spread ≤ {spread_tol:.0%}"
+        return OURS, f"{txt}; |p + 1| ≤ {exp_tol}, spread ≤ {spread_tol:.0%}"
     if abs(exponent + 1) <= loose_exp_tol:
         return "partly", f"{txt}; |p + 1| ≤ {loose_exp_tol} but not within {exp_tol}/{spread_tol:.0%}"
     return "not reproduced", f"{txt}; |p + 1| > {loose_exp_tol}"
@@ -302,14 +306,14 @@ def symmetry_exact(router_gradient: float, router_change: float, growth: float, 
     ``atol`` = 0: with identical experts every router term carries the factor δ·X = 0 exactly,
     so any non-zero value is a defect, not rounding.
 
-    * reproduced — all three ≤ atol;
+    * reproduced for our construction — all three ≤ atol;
     * partly — the gradient vanishes but a flow moved (the fixed point is not kept);
     * not reproduced — the router gradient is non-zero.
     """
     txt = (f"max |∇_w L_τ| = {router_gradient:.1e}, router change {router_change:.1e}, "
            f"growth from (0, 0) {growth:.1e}")
     if max(router_gradient, router_change, growth) <= atol:
-        return "reproduced", f"{txt}, all ≤ {atol:g}"
+        return OURS, f"{txt}, all ≤ {atol:g}"
     if router_gradient <= atol:
         return "partly", f"{txt}: a flow moved"
     return "not reproduced", f"{txt}: the router feels the experts' symmetric state"

@@ -1,0 +1,106 @@
+"""What the book found: the Findings page, the introduction's map and the citation are built
+from the ledger rows, so a verdict that changes moves on every page that shows it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from moe_book import findings
+from moe_routing.ledger import anchor, registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _row(cid, verdict, *, paper="A", where="A-Thm 4.2", key="k", reason="r", notebook="demo",
+         short=None):
+    return {"id": cid, "paper": paper, "where": where, "short": short or f"claim {cid}",
+            "claim": f"claim {cid}", "verdict": verdict, "key": key, "reason": reason,
+            "notebook": notebook, "profile": "default", "source": "summary"}
+
+
+def test_every_registered_claim_has_a_kind_and_the_kinds_are_the_expected_ones():
+    kinds = {cid: findings.claim_kind(c) for cid, c in registry().items()}
+    assert set(kinds.values()) <= set(findings.KINDS)
+    assert kinds["A-fig2-aligned"] == "empirical result"           # a figure of trained models
+    assert kinds["A-accuracy-comparable"] == "empirical result"    # "experiments"
+    assert kinds["A-task-complexity"] == "definition"              # the knowledge model
+    assert kinds["A-thm42-accuracy"] == "theorem checked"
+    assert kinds["B-risk-linear"] == "theorem checked"             # "risk bound"
+    assert findings.claim_kind({"where": "our measurement, every training run"}) == \
+        "empirical result"
+
+
+def test_findings_page_groups_by_verdict_with_reason_key_and_links():
+    rows = [_row("A-one", "reproduced", key="99 %"),
+            _row("A-two", "partly", key="80 %", reason="two cells fail"),
+            _row("A-three", "pending", key="", reason="", notebook=""),
+            _row("B-four", "not reproduced", paper="B", where="B-Thm 4.7", reason="gap 0.3"),
+            _row("X-five", "our extension", paper="ours", where="ours: a constant", key="C = 2")]
+    page = findings.findings_page(rows, "default")
+    sections = re.split(r"^## ", page, flags=re.M)
+    a, b, ours = sections[1], sections[2], sections[3]
+    assert a.startswith("Paper A") and b.startswith("Paper B") and "own results" in ours
+    assert "**3 claims:** 1 reproduced, 1 partly, 1 pending." in a
+    partly = a.split("### Only partly, and why")[1].split("###")[0]
+    assert "claim A-two" in partly and "80 %" in partly and "*Why not fully:* two cells fail" in partly
+    assert "claim A-one" not in partly
+    assert "### Not measured in this build" in a and "claim A-three" in a.split("Not measured")[1]
+    assert "*Why not fully:* gap 0.3" in b.split("### Not reproduced")[1]
+    assert "C = 2" in ours
+    # every claim links to its ledger row and its chapter
+    assert f"<{anchor('A-two')}>" in page and "{doc}`/chapters/demo`" in page
+    # a verdict that changes moves the claim: the page is not fixed text
+    rows[1] = _row("A-two", "reproduced", key="95 %")
+    again = findings.findings_page(rows, "default")
+    assert "Only partly" not in again.split("## Paper B")[0]
+
+
+def test_chapter_numbers_follow_the_rendered_numbering_of_the_toc():
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text(encoding="utf-8"))
+    numbers = findings.chapter_numbers(toc)
+    # Jupyter Book numbers the chapters of numbered parts continuously across the parts
+    assert numbers["knowledge"] == 1 and numbers["training"] == 3
+    assert numbers["boundary_mass"] == 4 and numbers["landscape"] == 7
+    assert "intro" not in numbers                          # the root is not numbered
+    assert sorted(numbers.values()) == list(range(1, len(numbers) + 1))
+
+
+def test_chapter_map_lists_each_chapters_claims_with_their_verdicts(tmp_path):
+    toc = tmp_path / "_toc.yml"
+    toc.write_text(yaml.safe_dump({"format": "jb-book", "root": "chapters/intro", "parts": [
+        {"caption": "x", "numbered": True, "chapters": [{"file": "chapters/demo"},
+                                                         {"file": "chapters/empty"}]}]}))
+    rows = [_row("A-one", "reproduced"), _row("A-two", "partly", where="A-Fig. 2, right")]
+    text = findings.chapter_map(rows, toc, {"demo": "A demo chapter"})
+    demo, empty = text.strip().splitlines()[2:]
+    assert demo.startswith("| 1 | {doc}`A demo chapter </chapters/demo>` | A-Thm 4.2; A-Fig. 2 |")
+    assert "✓ reproduced" in demo and "◐ partly" in demo and f"<{anchor('A-two')}>" in demo
+    assert empty.startswith("| 2 |") and "no claim recorded" in empty
+
+
+def test_citation_carries_version_commit_and_both_papers():
+    text = findings.citation(ROOT, ROOT / "book")
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    assert f"version = {{{cff['version']}}}" in text
+    assert re.search(r"note    = \{commit [0-9a-f]{7,12}", text) or "commit unknown" in text
+    for key in findings.PAPER_KEYS:
+        assert f"@misc{{{key}," in text
+    with pytest.raises(ValueError, match="no entry 'nope'"):
+        findings._bib_entry("@misc{other,\n}", "nope")
+
+
+def test_every_verdict_word_has_a_group_title():
+    assert set(findings.GROUP_TITLES) == set(findings.VERDICT_ORDER)
+
+
+def test_verdict_badges_are_readable_without_colour():
+    for verdict in findings.VERDICT_ORDER:
+        badge = findings.verdict_badge(verdict)
+        assert verdict in badge and findings.verdict_class(verdict) in badge
+    css = (ROOT / "book" / "_static" / "companion.css").read_text(encoding="utf-8")
+    for verdict in findings.VERDICT_ORDER:
+        assert f"span.verdict-badge.{findings.verdict_class(verdict)}" in css

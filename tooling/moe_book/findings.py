@@ -1,0 +1,252 @@
+"""What the book found: the Findings page, the introduction's map of results, and how to cite.
+
+All three are written at ``stage`` time from the ledger rows (:func:`.pages.ledger_rows`), so
+every verdict and number they show is the one the executed chapters recorded — none is typed
+into prose. The introduction includes two fragments (``generated/chapter_map.md`` and
+``generated/cite.md``; the toc leaves them out, so Sphinx builds them only where they are
+included).
+
+A claim's *kind* separates what a verdict means: a **theorem checked** (a statement proved in a
+paper, or by us, confronted with a computation that could contradict it), an **empirical
+result** (a measurement of trained models whose outcome depends on data, sizes and seeds), or a
+**definition** (a property that holds by construction of the model and is only tabulated).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from moe_routing.ledger import BADGES, anchor
+from moe_routing.runtime import git_commit
+from moe_routing.verdicts import VERDICTS
+
+from .myst import table_cell
+
+KINDS = ("theorem checked", "empirical result", "definition")
+KIND_PLURAL = {"theorem checked": "Theorems checked", "empirical result": "Empirical results",
+               "definition": "Definitions"}
+
+#: the order verdicts are listed in: the vocabulary's own order, ``pending`` last
+VERDICT_ORDER = (*VERDICTS, "pending")
+
+#: the Findings page's heading of each group of claims (a verdict missing here is refused by
+#: the tests: a new vocabulary word must say how it is presented)
+GROUP_TITLES = {
+    "reproduced": "Reproduced",
+    "reproduced for our construction": "Reproduced for our construction — what needed our own "
+                                       "construction or hypotheses",
+    "holds by definition": "Holds by definition — tabulated, not a result",
+    "partly": "Only partly, and why",
+    "not reproduced": "Not reproduced",
+    "our extension": "Our extensions",
+    "pending": "Not measured in this build",
+}
+
+#: verdicts that need a reason beside them: the "why not fully" column
+NOT_FULLY = ("reproduced for our construction", "holds by definition", "partly",
+             "not reproduced")
+
+_EMPIRICAL = re.compile(r"\bfig\b|fig\.|experiment|measurement|trained|training", re.I)
+_DEFINITION = re.compile(r"knowledge model|definition", re.I)
+
+
+def claim_kind(row: dict) -> str:
+    """The kind of a claim, read from where the sources put it (``where`` in claims.yaml, or
+    the ``where`` a chapter recorded for its own claims): figures, experiments and
+    measurements of trained models are empirical; the knowledge model's definitions are
+    definitions; everything else (theorems, propositions, bounds, estimates, our derivations)
+    is a theorem checked."""
+    where = row.get("where", "")
+    if _EMPIRICAL.search(where):
+        return "empirical result"
+    if _DEFINITION.search(where):
+        return "definition"
+    return "theorem checked"
+
+
+def verdict_class(verdict: str) -> str:
+    """The CSS class of a verdict badge (``verdict-partly``, ``verdict-not-reproduced`` …)."""
+    return "verdict-" + re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
+
+
+def verdict_badge(verdict: str) -> str:
+    """A verdict as an inline badge: symbol and word (readable without colour), coloured by
+    its class (book/_static/companion.css)."""
+    symbol = BADGES.get(verdict, "…")
+    return (f'<span class="verdict-badge {verdict_class(verdict)}">{symbol} '
+            f"{html.escape(verdict)}</span>")
+
+
+# Links are roles with absolute document paths, so they resolve the same on a generated page
+# and in a fragment included by a chapter.
+def _ledger_link(row: dict) -> str:
+    return f"{{ref}}`{row['id']} <{anchor(row['id'])}>`"
+
+
+def _chapter_link(row: dict) -> str:
+    return f"{{doc}}`/chapters/{row['notebook']}`" if row.get("notebook") else ""
+
+
+def _paper_rows(rows: list[dict], paper: str) -> list[dict]:
+    return [r for r in rows if r["paper"] == paper]
+
+
+def counts_sentence(sel: list[dict]) -> str:
+    counts = Counter(r["verdict"] for r in sel)
+    parts = [f"{counts[v]} {v}" for v in VERDICT_ORDER if counts[v]]
+    return ", ".join(parts) if parts else "none recorded"
+
+
+def _claim_line(r: dict, *, why: bool) -> str:
+    where = f"{r['where']}" if r.get("where") else ""
+    chapter = _chapter_link(r)
+    key = f" — measured: {r['key']}" if r.get("key") else ""
+    label = ("What was checked"
+             if r["verdict"] in ("reproduced for our construction", "holds by definition")
+             else "Why not fully")
+    reason = f" *{label}:* {r['reason']}" if why and r.get("reason") else ""
+    scale = f" (profile `{r['profile']}`)" if r.get("profile") else ""
+    return (f"- {verdict_badge(r['verdict'])} **{r['short']}** ({where}; "
+            f"{_ledger_link(r)}{', chapter ' + chapter if chapter else ''}){key}{scale}."
+            f"{reason}")
+
+
+_PAPERS = (
+    ("A", "Paper A — task routing",
+     "Paper A's theorems are existence statements (a one-layer transformer *can* store and "
+     "route every task); the book checks them on a construction of its own, exhaustively on "
+     "every prefix of the dataset, so a verdict *for our construction* says the conclusion is "
+     "achievable, not that the paper's own weights behave so. Its experiments are measurements "
+     "of trained models at the sizes of this build's profile; where they differ from the "
+     "paper, the reason is given beside the verdict."),
+    ("B", "Paper B — boundary mass and the soft-to-hard limit",
+     "Paper B's results are bounds and limits; the book checks each against a computation "
+     "(Monte Carlo with intervals, quadrature, closed forms, gradient flows) in models where "
+     "the bound could fail: a verdict other than *reproduced* names the hypothesis or the "
+     "regime that made the difference."),
+)
+
+
+def findings_page(rows: list[dict], profile: str) -> str:
+    """The front-matter page: one section per paper (what reproduced, what only partly and
+    why, what needed our own construction or hypotheses) and one on the book's own results,
+    every verdict and number taken from the ledger rows, every claim linked to its ledger row
+    and its chapter."""
+    out = ["# What the book found", "",
+           "Every claim of the two papers that the book confronts with a measurement, grouped "
+           "by what came out, with the key number the executed chapter recorded and a link to "
+           f"its row of the {{doc}}`/generated/ledger` and to its chapter. Profile of this build: "
+           f"**`{profile}`** (the status page says which scale that is). Verdict words: "
+           "✓ *reproduced*, ☑ *reproduced for our construction* (a theorem's conclusion holds "
+           "for the book's own construction or model, which adds hypotheses of its own), "
+           "≡ *holds by definition* (the statement follows from the definitions; what was "
+           "checked is the book's implementation of them), "
+           "◐ *partly*, ✗ *not reproduced*, + *our extension* (a result of the book itself).", ""]
+    for paper, heading, lead in _PAPERS:
+        sel = _paper_rows(rows, paper)
+        out += [f"## {heading}", "", lead, "",
+                f"**{len(sel)} claims:** {counts_sentence(sel)}.", ""]
+        for verdict in VERDICT_ORDER:
+            group = [r for r in sel if r["verdict"] == verdict]
+            if not group:
+                continue
+            why = verdict in NOT_FULLY
+            out += [f"### {GROUP_TITLES[verdict]}", ""]
+            for kind in KINDS:
+                of_kind = [r for r in group if claim_kind(r) == kind]
+                if of_kind:
+                    out += [f"*{KIND_PLURAL[kind]}:*", ""]
+                    out += [_claim_line(r, why=why) for r in of_kind] + [""]
+    ours = _paper_rows(rows, "ours")
+    out += ["## The book's own results", "",
+            "Results that are the book's own — new constants, derivations and measurements "
+            "beyond what the papers state — each checked like the papers' claims and labelled "
+            "*ours* wherever it appears.", "",
+            f"**{len(ours)} results:** {counts_sentence(ours)}.", ""]
+    out += [_claim_line(r, why=r["verdict"] in NOT_FULLY) for r in ours]
+    return "\n".join(out) + "\n"
+
+
+def chapter_numbers(toc: dict) -> dict[str, int]:
+    """Chapter name → the number Jupyter Book gives it (chapters of numbered parts, counted
+    through the parts in order, as the rendered book numbers them)."""
+    numbers: dict[str, int] = {}
+    n = 0
+    for part in toc.get("parts", []):
+        if not part.get("numbered"):
+            continue
+        for entry in part.get("chapters", []):
+            f = entry.get("file", "")
+            if f.startswith("chapters/"):
+                n += 1
+                numbers[f.split("/", 1)[1]] = n
+    return numbers
+
+
+def chapter_map(rows: list[dict], toc_path: Path, titles: dict[str, str]) -> str:
+    """The introduction's map: each numbered chapter, the results of the papers (and ours) it
+    tests, and their verdicts — a fragment included by the introduction."""
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    numbers = chapter_numbers(toc)
+    lines = ["| No. | Chapter | Results it tests | Verdicts |", "|---|---|---|---|"]
+    for name, number in sorted(numbers.items(), key=lambda kv: kv[1]):
+        mine = [r for r in rows if r.get("notebook") == name]
+        wheres = list(dict.fromkeys(_short_where(r) for r in mine))
+        tested = "; ".join(table_cell(w) for w in wheres) or "—"
+        verdicts = "<br>".join(f"{verdict_badge(r['verdict'])} {_ledger_link(r)}"
+                               for r in mine) or "no claim recorded in this build"
+        title = table_cell(titles.get(name, name))
+        lines.append(f"| {number} | {{doc}}`{title} </chapters/{name}>` | {tested} | "
+                     f"{verdicts} |")
+    return "\n".join(lines) + "\n"
+
+
+def _short_where(r: dict) -> str:
+    """'A-Thm 4.2, attention' → 'A-Thm 4.2'; our claims → 'ours'."""
+    if r["paper"] == "ours":
+        return "ours"
+    return r.get("where", "").split(",")[0].strip()
+
+
+def _bib_entry(bib_text: str, key: str) -> str:
+    m = re.search(r"@\w+\{" + re.escape(key) + r",.*?\n\}", bib_text, re.S)
+    if not m:
+        raise ValueError(f"references.bib has no entry {key!r}")
+    return m.group(0)
+
+
+PAPER_KEYS = ("nandakumar2026taskrouting", "rastegar2026boundarymass")
+
+
+def citation(root: Path, book_dir: Path) -> str:
+    """How to cite: the book (title, version and date from CITATION.cff, the commit this build
+    was staged from) and the two papers (their entries of the book's bibliography)."""
+    cff = yaml.safe_load((root / "CITATION.cff").read_text(encoding="utf-8"))
+    version = str(cff.get("version", ""))
+    year = str(cff.get("date-released", ""))[:4]
+    authors = " and ".join(a.get("name") or f"{a.get('family-names', '')}, {a.get('given-names', '')}"
+                           for a in cff.get("authors", []))
+    commit = git_commit(root) or "unknown"
+    short = commit[:12]
+    bib = (book_dir / "references.bib").read_text(encoding="utf-8")
+    entry = "\n".join([
+        "@software{moe_routing_companion,",
+        f"  title   = {{{cff['title']}}},",
+        f"  author  = {{{authors}}},",
+        f"  version = {{{version}}},",
+        f"  year    = {{{year}}},",
+        f"  note    = {{commit {short}}}",
+        "}"])
+    papers = "\n\n".join(_bib_entry(bib, k) for k in PAPER_KEYS)
+    return "\n".join([
+        f"Cite the book as *{cff['title']}*, version {version} ({year}), built from commit "
+        f"`{short}` — the version and commit of the pages you are reading (`CITATION.cff` in "
+        "the repository holds the same record):", "",
+        "```bibtex", entry, "```", "",
+        "and cite the papers whose results it reproduces:", "",
+        "```bibtex", papers, "```", ""])

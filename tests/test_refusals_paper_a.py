@@ -17,6 +17,7 @@ count) is driven through a table of its arguments.  Properties checked with hypo
 from __future__ import annotations
 
 import math
+import re
 import tempfile
 from dataclasses import dataclass, field
 from functools import cache
@@ -641,3 +642,72 @@ def test_the_table_covers_every_area():
                                  "task_expert_counts", "routing_summary"}}
     for area, names in areas.items():
         assert names <= set(COVERED), (area, names - set(COVERED))
+
+
+# ------------------------------------------------------------------------------ whole datasets, files
+
+@pytest.mark.parametrize("bad", [[], (), None, "tasks"])
+def test_a_build_refuses_what_is_not_a_dataset_by_name(bad):
+    """An empty list of tasks used to fail with AttributeError deep inside the construction."""
+    from moe_routing.construction import build_dense, build_moe
+
+    for build in (build_moe, build_dense):
+        with pytest.raises(ValueError, match=r"^dataset = .* accepted: a KnowledgeDataset"):
+            build(bad, 1e-3)
+
+
+TERM = re.compile(r"([0-9.e+-]+)·z\[(\d+)\] \('([^']*)'\)")
+
+
+def test_the_gate_refusal_states_both_convex_combinations_in_one_numbering():
+    """(H-gate) fails for task A (an XOR of its object slots against its other nodes), listed
+    second so that its nodes are not the first structural nodes: every term λ·z[u] ('text') of
+    the message must be a certificate row u (structural-node numbering), with its weight and
+    prefix text, on its side — and the two weighted sums of codes must agree."""
+    from test_construction_refusals import D, REFUSED, codes_of_nodes
+
+    from moe_routing.construction import HypothesisFails, build_moe
+
+    ds = KnowledgeDataset([KnowledgeTask("B", ["⋆1 lives in ⋆2."], {"Lyon": "France"}),
+                           *REFUSED["H-gate"][0]], seed=0)
+    with pytest.raises(HypothesisFails) as info:
+        build_moe(ds, 1e-3)
+    err, cert = info.value, info.value.certificate
+    msg = str(err)
+    assert err.hypothesis == "H-gate" and "equals one of" not in msg and "on rows [" not in msg
+    slots, others = msg.split("equals a convex combination of those of the task's other nodes")
+    nodes, Z = codes_of_nodes(ds)
+    members = np.nonzero(nodes.label == 1)[0]                   # task A's nodes: the gate fit's rows
+    assert not set(cert.rows) <= set(range(len(members)))       # so the two numberings differ here
+    sums = []
+    for side, text in enumerate((slots, others)):
+        terms = TERM.findall(text)
+        want = [(int(u), float(lam)) for u, lam, t in zip(cert.rows, cert.weights, cert.tag)
+                if t == side]
+        assert [int(u) for _, u, _ in terms] == [u for u, _ in want], (side, terms)
+        for (lam, u, prefix), (_, w) in zip(terms, want, strict=True):
+            assert float(lam) == pytest.approx(w, rel=1e-2)
+            assert prefix == nodes.text(int(u), ds.tokenizer)
+        sums.append(sum(float(lam) * Z[int(u)] for lam, u, _ in terms))
+    assert np.abs(sums[0] - sums[1]).max() < 1e-2                # the stated combinations agree
+
+
+def test_a_gz_whose_checksum_fails_is_reported_corrupt_anywhere(tmp_path):
+    """One digit changed in the middle of a .gz of stored blocks still inflates; only the CRC
+    at the end reveals it, so the report must not place the damage at the end of the file."""
+    import gzip
+
+    from test_knowledge_wikidata5m import TRIPLES, write
+
+    write(tmp_path, triples=TRIPLES * 50, gz=True)
+    p = tmp_path / "wikidata5m_transductive_train.txt.gz"
+    data = bytearray(gzip.compress(gzip.decompress(p.read_bytes()), compresslevel=0))
+    i = next(j for j in range(len(data) // 3, len(data)) if chr(data[j]).isdigit())
+    data[i] = ord("7") if data[i] != ord("7") else ord("8")
+    p.write_bytes(bytes(data))
+    with pytest.raises(ValueError) as err:
+        load_wikidata5m(tmp_path, relations=["P36"])
+    msg = str(err.value)
+    assert msg.startswith(f"{p.name}: the file is corrupt: its checksum does not match (the damage "
+                          "can be anywhere in the file); download it again"), msg
+    assert "truncated" not in msg and "breaks near byte" not in msg

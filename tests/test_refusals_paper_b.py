@@ -24,6 +24,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -258,6 +259,7 @@ FAM = ThresholdFamily(lambda x: np.tanh(4 * x), s_range=(0.25, 1.0))
 GQ = np.stack([np.eye(2), 2 * np.eye(2)])
 BM = boundary_mass_mc(R2, LAW2, np.geomspace(0.05, 0.5, 4), 2000, rng=0)
 XF = np.geomspace(1e-2, 1.0, 5)
+SCORE = LAW2.score([1.0, 0.5], 0.2)
 
 CFG = ts.TeacherStudentConfig()
 XS = sobol_normal(16, 2, seed=0)
@@ -314,6 +316,9 @@ CASES = [
          dict(dim=C, scale=R, mean=Arr())),
     Case(LAW2.sample, dict(n=4, rng=0), dict(n=C, rng=SEED)),
     Case(LAW2.linear_moments, dict(v=[1.0, 0.5], c=0.2), dict(v=Arr(), c=R)),
+    Case(LAW2.score, dict(v=[1.0, 0.5], c=0.2), dict(v=Arr(), c=R)),
+    Case(SCORE.slab, dict(widths=W4), dict(widths=WIDTHS)),
+    Case(SCORE.density_at_zero, dict(name="v", value=1.0), dict(name=Name())),
     Case(LAW2.logpdf, dict(x=X2), dict(x=Arr())),
     Case(LAW2.pdf, dict(x=X2), dict(x=Arr())),
     Case(UniformBox, dict(low=[-1.0, 0.0], high=[1.0, 2.0]), dict(low=Arr(), high=Arr())),
@@ -822,6 +827,95 @@ def test_degenerate_input_is_refused(name):
     assert names_argument(str(err.value), arg), str(err.value)
 
 
+# ------------------------------------------------------------------------------ (d) extreme sizes
+
+HUGE = 10 ** 20
+SIZES = {
+    "GaussianLaw.sample": (lambda: LAW2.sample(HUGE, 0), "n"),
+    "UniformBox.sample": (lambda: BOX2.sample(HUGE, 0), "n"),
+    "VanishingDensityLaw.sample": (lambda: VAN.sample(HUGE, 0), "n"),
+    "sample_margins": (lambda: sample_margins(R3, LAW2, HUGE, 0), "n"),
+    "boundary_mass_mc": (lambda: boundary_mass_mc(R2, LAW2, W4, HUGE, 0), "n"),
+    "boundary_mass_mc, 10^15 (a MemoryError, not 'too big')": (
+        lambda: boundary_mass_mc(R2, LAW2, W4, 10 ** 15, 0), "n"),
+    "pairwise_union_bound": (lambda: pairwise_union_bound(R3, BOX2, W4, n=HUGE, rng=0), "n"),
+    "junction_free_constants": (lambda: junction_free_constants(
+        LinearRouter.random(3, 3, rng=0), GaussianLaw.standard(3), n_cond=HUGE), "n_cond"),
+    "check_power_law": (lambda: check_power_law(R2, LAW2, 1.0, 0.5, HUGE), "n"),
+    "check_junction_constant": (lambda: check_junction_constant(R3, LAW2, HUGE), "n"),
+    "sphere_constant": (lambda: sphere_constant(SphereRouter(np.zeros(3), 1.0),
+                                                GaussianLaw.standard(3), 10 ** 10), "n_nodes"),
+}
+
+
+@pytest.mark.parametrize("name", list(SIZES))
+def test_a_sample_that_cannot_fit_in_memory_is_refused_by_name(name):
+    """Not NumPy's "array is too big" or a MemoryError naming nothing: the count, by name,
+    with the largest one accepted, before any work."""
+    call, arg = SIZES[name]
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError) as err:
+        call()
+    msg = str(err.value)
+    assert names_argument(msg, arg) and "must fit in this machine's" in msg, msg
+    assert time.perf_counter() - t0 < 5.0
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300, 1e160, 1e-160])
+def test_a_law_whose_covariance_is_no_float64_is_refused_by_its_scale(scale):
+    """scale² overflows to ∞ (an OverflowError before) or underflows to 0 (then "cov is not
+    positive definite", a value the user never gave)."""
+    with pytest.raises(ValueError, match=r"^scale = .*scale²"):
+        GaussianLaw.standard(2, scale=scale)
+    GaussianLaw.standard(2, scale=1e150)                         # scale² = 1e300 is a float64
+    GaussianLaw.standard(2, scale=1e-150)
+
+
+@pytest.mark.parametrize("make, arg", [
+    (lambda: UniformBox.cube(2, 1e300), "high"), (lambda: UniformBox.cube(2, 1e-300), "high"),
+    (lambda: VanishingDensityLaw(2, 2.0, 1e300), "half_width"),
+    (lambda: VanishingDensityLaw(2, 2.0, 1e-300), "half_width")])
+def test_a_law_whose_density_is_no_float64_is_refused(make, arg):
+    """A box of side 2e300 had pdf ≡ 0 (1/∞), and every surface integral over it was a silent
+    0; a side of 2e−300 had pdf ≡ ∞."""
+    with pytest.raises(ValueError) as err:
+        make()
+    assert names_argument(str(err.value), arg) and "normal float64" in str(err.value)
+
+
+def test_tiny_weights_give_their_constants_not_a_nan_refusal():
+    """Weights ×1e−300: the constants are 1e300 times larger (S(λW) = S(W)/λ); before, the
+    refusal was "z = nan is not allowed" about an argument nobody passed."""
+    lam = 1e-300
+    ref = junction_free_constants(R3, LAW2)
+    got = junction_free_constants(LinearRouter(lam * R3.weight), LAW2)
+    assert got.sharp_total * lam == pytest.approx(ref.sharp_total, rel=1e-12)
+    assert coarea_constant(LinearRouter.binary([lam, lam]), LAW2).value * lam == pytest.approx(
+        coarea_constant(LinearRouter.binary([1.0, 1.0]), LAW2).value, rel=1e-12)
+
+
+def test_coarea_constant_for_k3_and_a_uniform_law_points_to_a_route_that_works():
+    """The refusal names the Monte Carlo route, and that route, followed as written, measures
+    the sharp constant: tie lines x₁ = ±1/2 of length 2 under density 1/4 with |∇g| = 1 give
+    S = 2·(2·1/4) = 1 (and no junction inside the box, so BM(w) = 2w exactly)."""
+    router = LinearRouter([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]], [0.0, 0.0, 0.5])
+    with pytest.raises(ValueError) as err:
+        coarea_constant(router, BOX2)
+    msg = str(err.value)
+    assert msg.startswith("router.n_experts = 3 ")
+    assert "boundary_mass_mc" in msg and "fit_interface_constant" in msg, msg
+    with pytest.raises(ValueError, match="^law = "):             # not the way for this law
+        junction_free_constants(router, BOX2)
+    w, n = np.geomspace(0.01, 0.1, 6), 200_000
+    bm = boundary_mass_mc(router, BOX2, w, n, rng=0)
+    fit = fit_interface_constant(w, bm.counts, n, rng=0)
+    assert fit.constant_ci[0] <= 1.0 <= fit.constant_ci[1] and abs(fit.constant - 1) < 0.05
+    with pytest.raises(ValueError) as err:                        # Gaussian: the exact route
+        coarea_constant(router, LAW2)
+    assert "junction_free_constants" in str(err.value) and "boundary_mass_mc" not in str(err.value)
+    assert junction_free_constants(router, LAW2).sharp_total > 0
+
+
 # ------------------------------------------------------------------------------ completeness
 
 EXEMPT = {
@@ -832,6 +926,7 @@ EXEMPT = {
     "moe_routing.boundary.routers.BinaryRouter.g", "moe_routing.boundary.routers.BinaryRouter.grad_g",
     # result records: built by the library from checked values, never from user input
     "moe_routing.boundary.coarea.SurfaceIntegral", "moe_routing.boundary.coarea.JunctionConstants",
+    "moe_routing.boundary.laws.LinearScore",
     "moe_routing.boundary.fits.LogLogFit", "moe_routing.boundary.gamma.Profiled",
     "moe_routing.boundary.fits.InterfaceConstantFit", "moe_routing.boundary.estimates.PowerLawCheck",
     "moe_routing.boundary.estimates.JunctionCheck",

@@ -15,6 +15,7 @@ is never accepted as a number.
 from __future__ import annotations
 
 import numbers
+import os
 from typing import Any
 
 import numpy as np
@@ -104,6 +105,31 @@ def integer(name: str, value: Any, *, low: int | None = None, high: int | None =
         fail(name, value, accepted)
     require((low is None or v >= low) and (high is None or v <= high), name, value, accepted)
     return v
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (NumPy's largest array size where unknown)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return int(np.iinfo(np.intp).max)
+
+
+def sample_size(name: str, value: Any, *, row_bytes: int, low: int = 1) -> int:
+    """A number of draws (or nodes) n ≥ ``low`` whose arrays, n rows of ``row_bytes`` bytes,
+    fit in this machine's physical memory.
+
+    Why before the work: NumPy refuses an impossible allocation only when it is made — with
+    "array is too big" or a ``MemoryError`` that names no argument — possibly after the other
+    arguments were processed at length.  A count that cannot fit is refused here, by name.
+    """
+    n = integer(name, value, low=low)
+    mem = memory_bytes()
+    limit = max(mem // max(int(row_bytes), 1), low)
+    require(n <= limit, name, value,
+            f"an integer {low} ≤ {name} ≤ {limit:.3g} (its arrays, {name} rows of {int(row_bytes)} "
+            f"bytes, must fit in this machine's {mem / 2 ** 30:.3g} GiB of memory)")
+    return n
 
 
 def choice(name: str, value: Any, accepted: tuple | list) -> Any:

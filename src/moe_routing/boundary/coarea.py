@@ -24,7 +24,7 @@ import numpy as np
 from scipy import special
 
 from .. import validation as check
-from .laws import GaussianLaw, InputLaw, normal_cdf, normal_pdf
+from .laws import GaussianLaw, InputLaw, normal_cdf
 from .routers import LinearRouter, SphereRouter
 
 
@@ -40,9 +40,7 @@ class SurfaceIntegral:
 def linear_gaussian_constant(v, c: float, law: GaussianLaw) -> float:
     """S for g = v·x + c, X ~ N(μ, Σ): the density of g(X) ~ N(m, s²) at 0, φ(m/s)/s."""
     check.instance("law", law, GaussianLaw, "a GaussianLaw")
-    m, s2 = law.linear_moments(v, c)
-    s = float(np.sqrt(s2))
-    return float(normal_pdf(m / s) / s)
+    return law.score(v, c).density_at_zero("v", v)   # scale-free (see GaussianLaw.score)
 
 
 def sphere_constant(router: SphereRouter, law: InputLaw, n_nodes: int = 256, rng=None) -> SurfaceIntegral:
@@ -57,6 +55,9 @@ def sphere_constant(router: SphereRouter, law: InputLaw, n_nodes: int = 256, rng
     d, r, c = router.dim, router.radius, router.center
     check.require(law.dim == d, "law.dim", law.dim, f"the router's dimension d = {d}")
     n = check.integer("n_nodes", n_nodes, low=1 if d <= 3 else 2)
+    # arrays: n points (d = 2), an n × 2n grid of 3-D points (d = 3), n draws in R^d (d ≥ 4)
+    check.sample_size("n_nodes", n, row_bytes=8 * (d + 2) * (2 * n if d == 3 else 1),
+                      low=1 if d <= 3 else 2)
     g = check.generator("rng", rng)
     norm = 2 * router.scale * r
     if d == 2:
@@ -116,6 +117,14 @@ def junction_free_constants(router: LinearRouter, law: GaussianLaw, n_cond: int 
     exactly.  In d = 2 it lives on a line and the probability is an interval of a 1-D normal
     (exact); for d ≥ 3 it is estimated from ``n_cond`` conditional samples.  A pair of experts
     with the same weights (``v = 0``) has no interface and is refused.
+
+    Scale: the constants obey S(λW, λb; N(μ, Σ)) = S(W, b; N(μ, Σ))/λ and
+    S(W, σb; N(σμ, σ²Σ)) = S(W, b; N(μ, Σ))/σ (g_jk and X scale together; the top-two event
+    does not change).  So the computation runs on the standardized problem — W and X divided
+    by the powers of two nearest max|W| and √max Σ_ii, exact operations — and only the result
+    is scaled back; the test whether another expert's tie line is parallel to the interface is
+    relative to that expert's weights.  Weights or laws of any float64 scale give the same
+    constants (×1/λ), and a constant outside float64's range is refused, never returned as 0.
     """
     check.instance("router", router, LinearRouter, "a LinearRouter")
     check.instance("law", law, GaussianLaw, "a GaussianLaw")
@@ -127,28 +136,39 @@ def junction_free_constants(router: LinearRouter, law: GaussianLaw, n_cond: int 
                       f"experts with distinct weights (experts {j} and {k} have the same weights: "
                       "their tie set has no interface)")
     K, d = router.n_experts, router.dim
+    if d > 2:
+        check.sample_size("n_cond", n_cond, row_bytes=8 * (3 * d + 2 * K))
+    # the standardized problem: W̃ = W/2^ew, X̃ = X/2^es ~ N(μ̃, Σ̃), b̃ = b/2^(ew+es); the logits
+    # are 2^(ew+es)·(W̃X̃ + b̃), so every constant is 2^−(ew+es) times the standardized one
+    ew = int(np.frexp(float(np.abs(router.weight).max()))[1])
+    std, es = law._standardized()
+    W = np.ldexp(router.weight, -ew)
+    with np.errstate(over="ignore"):
+        b = np.ldexp(router.bias, -ew - es)
+    check.require(bool(np.all(np.isfinite(b))), "router.bias", router.bias,
+                  "biases whose ratio to |W|·σ (weights times the law's scale) is a finite float64")
     full, sharp, se = np.zeros((K, K)), np.zeros((K, K)), np.zeros((K, K))
-    W, b = router.weight, router.bias
-    x0 = law.sample(n_cond, g) if d > 2 else None
+    x0 = std.sample(n_cond, g) if d > 2 else None
     for j, k in router.pairs():
-        v, c = router.pair(j, k)
-        s2 = float(v @ law.cov @ v)
-        m = float(v @ law.mean + c)
-        f0 = float(normal_pdf(m / np.sqrt(s2)) / np.sqrt(s2))
+        v, c = W[j] - W[k], float(b[j] - b[k])
+        f0 = std.score(v, c).density_at_zero("router", router)   # standardized f_{g_jk(X̃)}(0)
         full[j, k] = full[k, j] = f0
         others = [l for l in range(K) if l not in (j, k)]
+        u, gamma, h = std._conditioning(v, c)    # X̃ − (u·X̃ + γ) h ~ X̃ | g_jk(X̃) = 0
         if not others:
             q, q_se = 1.0, 0.0
         elif d == 2:
-            mu_c = law.mean - law.cov @ v * m / s2
-            cov_c = law.cov - np.outer(law.cov @ v, law.cov @ v) / s2
-            lam, vec = np.linalg.eigh(cov_c)
+            mu_c = std.mean - (u @ std.mean + gamma) * h
+            cov_c = std.cov - np.outer(h, std.cov @ u)
+            lam, vec = np.linalg.eigh((cov_c + cov_c.T) / 2)
             e, sd = vec[:, -1], np.sqrt(max(lam[-1], 0.0))
             lo, hi = -np.inf, np.inf
             for l in others:  # condition (W_j − W_l)·(μ_c + sd e z) + b_j − b_l > 0
                 alpha = float((W[j] - W[l]) @ mu_c + b[j] - b[l])
                 beta = float((W[j] - W[l]) @ e) * sd
-                if abs(beta) < 1e-14:
+                # relative test: |β| is at most |W_j − W_l|·sd; a cosine below 1e−12 means the
+                # tie line of (j, l) is parallel to the interface (rounding, not geometry)
+                if abs(beta) <= 1e-12 * float(np.linalg.norm(W[j] - W[l])) * sd:
                     if alpha <= 0:
                         lo, hi = 0.0, 0.0
                     continue
@@ -160,24 +180,40 @@ def junction_free_constants(router: LinearRouter, law: GaussianLaw, n_cond: int 
             q = float(max(normal_cdf(hi) - normal_cdf(lo), 0.0)) if hi > lo else 0.0
             q_se = 0.0
         else:
-            xc = x0 - np.outer(x0 @ v + c, law.cov @ v) / s2  # (n, d): exact draws of X | g_jk = 0
+            xc = x0 - np.outer(x0 @ u + gamma, h)  # (n, d): exact draws of X̃ | g_jk = 0
             a = xc @ W.T + b  # (n, K)
             win = np.all(a[:, [j]] > a[:, others], axis=1)
             q = float(win.mean())
             q_se = float(np.sqrt(max(q * (1 - q), 1.0 / n_cond) / n_cond))
         sharp[j, k] = sharp[k, j] = f0 * q
         se[j, k] = se[k, j] = f0 * q_se
-    return JunctionConstants(full, sharp, se, "exact (d = 2)" if d == 2 else "conditional Monte Carlo")
+    # back to the original scale: an exact power of two, refused when it leaves float64's range
+    with np.errstate(over="ignore", under="ignore"):
+        scaled = [np.ldexp(a, -ew - es) for a in (full, sharp, se)]
+    bad = (full > 0) & ~((scaled[0] >= np.finfo(float).tiny) & (scaled[0] < np.inf))
+    check.require(not bool(bad.any()), "router", router,
+                  "weights and a law whose interface constants 1/(|W|·σ) are inside float64's "
+                  f"normal range (here |W|·σ ≈ 2^{ew + es}); the constants are scale-covariant, "
+                  "S(λW, λb) = S(W, b)/λ: rescale the weights or the inputs and S back")
+    return JunctionConstants(*scaled, "exact (d = 2)" if d == 2 else "conditional Monte Carlo")
 
 
 def coarea_constant(router, law: InputLaw, **kw) -> SurfaceIntegral:
     """S for a binary router: closed form (linear, Gaussian) or surface quadrature (sphere)."""
     if isinstance(router, LinearRouter):
-        check.require(router.n_experts == 2, "router.n_experts", router.n_experts,
-                      "2 (for K > 2 use junction_free_constants)")
+        if router.n_experts != 2:
+            route = ("for K > 2 and a Gaussian law, junction_free_constants(router, law) gives "
+                     "the sharp and union constants" if isinstance(law, GaussianLaw) else
+                     "for K > 2 and a non-Gaussian law (junction_free_constants needs a GaussianLaw) "
+                     "measure the sharp constant lim BM(w)/(2w) by Monte Carlo: "
+                     "bm = boundary_mass_mc(router, law, w, n) at ≥ 3 small widths w, then "
+                     "fit_interface_constant(w, bm.counts, n).constant; "
+                     "pairwise_union_bound(router, law, w, n=n) gives the union bound")
+            check.fail("router.n_experts", router.n_experts, f"2 ({route})")
         check.instance("law", law, GaussianLaw, "a GaussianLaw (closed-form S for a linear router)")
         check.require(router.dim == law.dim, "law.dim", law.dim, f"the router's dimension d = {router.dim}")
-        return SurfaceIntegral(linear_gaussian_constant(*router.pair(0, 1), law), 0.0, "closed form")
+        S = law.score(*router.pair(0, 1)).density_at_zero("router", router)   # scale-free
+        return SurfaceIntegral(S, 0.0, "closed form")
     if isinstance(router, SphereRouter):
         return sphere_constant(router, law, **kw)
     check.fail("router", router, "a binary LinearRouter or a SphereRouter (the coarea constant of "

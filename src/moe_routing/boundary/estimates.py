@@ -95,7 +95,7 @@ def check_power_law(router: Router, law: InputLaw, alpha: float, prefactor: floa
     bootstrap of the bin counts (:func:`~moe_routing.boundary.fits.bootstrap_bm_fit`).
     """
     w = widths_for(alpha, prefactor, bm_range, n_widths)
-    n = check.integer("n", n, low=1)
+    n = check.sample_size("n", n, row_bytes=16)
     n_boot = check.integer("n_boot", n_boot, low=1)
     confidence = check.probability("confidence", confidence)
     g = check.generator("rng", rng)
@@ -145,11 +145,11 @@ def check_junction_constant(router: LinearRouter, law: GaussianLaw, n: int,
     """
     check.instance("router", router, LinearRouter, "a LinearRouter")
     check.instance("law", law, GaussianLaw, "a GaussianLaw")
-    n = check.integer("n", n, low=1)
+    n = check.sample_size("n", n, row_bytes=16)
     n_widths = check.integer("n_widths", n_widths, low=3)
     n_boot = check.integer("n_boot", n_boot, low=1)
     confidence = check.probability("confidence", confidence)
-    n_cond = check.integer("n_cond", n_cond, low=1)
+    n_cond = check.sample_size("n_cond", n_cond, row_bytes=8 * (3 * law.dim + 2 * router.n_experts))
     _bm_range(bm_range)
     g = check.generator("rng", rng)
     J = junction_free_constants(router, law, n_cond=n_cond, rng=g)

@@ -31,6 +31,68 @@ class InputLaw:
         raise NotImplementedError
 
 
+_SCALE_MAX = float(np.sqrt(np.finfo(float).max))    # ≈ 1.34e154: scale² still finite
+_SCALE_MIN = float(np.sqrt(np.finfo(float).tiny))   # ≈ 1.49e−154: scale² still a normal float
+
+
+@dataclass(frozen=True)
+class LinearScore:
+    """g(X) ~ N(m, s²) for a linear score of a Gaussian input, held in a form that never
+    overflows: ``z`` = m/s (scale-free) and s = ``unit``·2^``exponent`` (``unit`` of order 1).
+
+    Made by :meth:`GaussianLaw.score`.  The boundary-mass quantities of a linear router are
+    scale-covariant — BM is a function of w/s and z, the coarea constant φ(z)/s — so only the
+    last step meets the scale, as an exact power of two.
+    """
+
+    z: float
+    unit: float
+    exponent: int
+
+    @property
+    def sd(self) -> float:
+        """s itself (∞ or 0 when it lies outside float64's range; the methods never need it)."""
+        with np.errstate(over="ignore", under="ignore"):
+            return float(np.ldexp(self.unit, self.exponent))
+
+    @property
+    def log10_sd(self) -> float:
+        return float(np.log10(self.unit) + self.exponent * np.log10(2.0))
+
+    def slab(self, widths) -> np.ndarray:
+        """P(|g(X)| ≤ w) = Φ(w/s − |z|) − Φ(−w/s − |z|) at every width (1-D array).
+
+        The law of |g| depends on m only through |m|; using −|z| puts both arguments in the
+        lower tail whenever w/s < |z| (an interface far from the mean), where Φ keeps its
+        relative precision — with the sign of m they could be a difference of two numbers ≈ 1.
+        """
+        w = check.widths("widths", widths)
+        with np.errstate(over="ignore", under="ignore", divide="ignore"):
+            r = np.ldexp(w / self.unit, -self.exponent)          # w/s: ∞ or 0 are exact limits
+        a = abs(self.z)
+        return special.ndtr(r - a) - special.ndtr(-r - a)
+
+    def density_at_zero(self, name: str = "v", value=None) -> float:
+        """f_{g(X)}(0) = φ(z)/s, refused (naming ``name``) when 1/s is outside float64's range.
+
+        φ(z) = 0 (an interface ≳ 38 standard deviations from the mean) gives a true 0 — the
+        density there is below 1e−308 for any s that is representable; a value that would
+        overflow, or underflow *because of the scale*, is refused instead of returned as ∞ or 0.
+        """
+        check.require(isinstance(name, str), "name", name, "a string (the argument a refusal names)")
+        phi = float(np.exp(-0.5 * self.z ** 2) / np.sqrt(2 * np.pi))
+        if phi == 0.0:
+            return 0.0
+        with np.errstate(over="ignore", under="ignore"):
+            val = float(np.ldexp(phi / self.unit, -self.exponent))
+        check.require(np.finfo(float).tiny <= val < np.inf, name, value,
+                      "weights and a law whose score g(X) = v·X + c has a standard deviation s "
+                      f"with φ(z)/s inside float64's normal range (here s ≈ 10^{self.log10_sd:.1f} "
+                      f"and φ(z) = {phi:.3g}); the constant is scale-covariant, S(λW, λb) = "
+                      "S(W, b)/λ: rescale the weights or the inputs and rescale S back")
+        return val
+
+
 @dataclass(frozen=True)
 class GaussianLaw(InputLaw):
     """X ~ N(mean, cov).  ``cov`` must be symmetric positive definite."""
@@ -60,30 +122,102 @@ class GaussianLaw(InputLaw):
         """N(mean, scale² I_d) (mean 0 by default)."""
         dim = check.integer("dim", dim, low=1)
         scale = check.positive("scale", scale)
+        # the law is stored by its covariance scale²·I: scale² must be a (normal) float64
+        check.require(_SCALE_MIN <= scale <= _SCALE_MAX, "scale", scale,
+                      f"a number with {_SCALE_MIN:.3g} ≤ scale ≤ {_SCALE_MAX:.3g} (the covariance "
+                      "scale²·I must be a finite, normal float64: beyond, scale² overflows to ∞ "
+                      "or underflows to 0)")
         m = np.zeros(dim) if mean is None else check.finite_array("mean", mean, shape=(dim,))
-        return cls(m, scale ** 2 * np.eye(dim))
+        return cls(m, (scale * scale) * np.eye(dim))
 
     @property
     def dim(self) -> int:
         return self.mean.size
 
     def sample(self, n: int, rng=None) -> np.ndarray:
-        n = check.integer("n", n, low=1)
+        n = check.sample_size("n", n, row_bytes=16 * self.dim)   # z and the result
         z = check.generator("rng", rng).standard_normal((n, self.dim))  # (n, d)
         return self.mean + z @ self._chol.T
 
     def linear_moments(self, v, c) -> tuple[float, float]:
         """Mean and variance of the score g(X) = v·X + c: (v·μ + c, vᵀΣv).
 
-        The closed-form boundary mass, the coarea constant and the conditional law on the
-        interface of a linear router all rest on these two numbers.  v = 0 is refused: that
-        router has no interface, and every constant built on it would be 0/0.
+        The closed forms of the boundary mass and the coarea constant use :meth:`score`, the
+        same law in a form that cannot overflow; these two numbers are refused (naming ``v``)
+        when vᵀΣv is not a finite, non-zero float64.  v = 0 is refused: that router has no
+        interface, and every constant built on it would be 0/0.
+        """
+        v = check.finite_array("v", v, shape=(self.dim,))
+        score = self.score(v, c)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            var = float(v @ self.cov @ v)
+        check.require(np.finfo(float).tiny <= var < np.inf, "v", v, "a direction whose score "
+                      f"variance vᵀΣv is a finite, normal float64 (here vᵀΣv ≈ "
+                      f"10^{2 * score.log10_sd:.1f}; score(v, c) gives the same law in a form "
+                      "that never overflows)")
+        return float(v @ self.mean + float(c)), var
+
+    def score(self, v, c) -> "LinearScore":
+        """The law of g(X) = v·X + c, N(m, s²), as z = m/s and s = unit·2^exponent.
+
+        Why not (m, s²): vᵀΣv overflows once |v|·σ ≳ 1e154 and underflows below 1e−154, and
+        every boundary-mass quantity would then silently become 0 (or 0/0).  Here v is divided
+        by the power of two nearest its largest entry and Σ by the one nearest its largest
+        variance — exact operations — so ``unit`` is of order 1 and the scales are carried in
+        the exponent, which only the final result sees.  v = 0 is refused: that router has no
+        interface, and every constant built on it would be 0/0.
         """
         v = check.finite_array("v", v, shape=(self.dim,))
         c = check.number("c", c)
-        var = float(v @ self.cov @ v)
-        check.require(var > 0, "v", v, "a non-zero direction (vᵀΣv > 0; v = 0 has no interface)")
-        return float(v @ self.mean + c), var
+        vmax = float(np.abs(v).max())
+        check.require(vmax > 0, "v", v, "a non-zero direction (v = 0 has no interface)")
+        ev = int(np.frexp(vmax)[1])                     # vmax = f·2^ev, f ∈ [1/2, 1)
+        es = self._exponent()
+        u = np.ldexp(v, -ev)                            # exact
+        unit = float(np.linalg.norm(np.ldexp(self._chol, -es).T @ u))  # √(uᵀΣu)/2^es
+        check.require(unit > 0, "v", v, "a direction with positive variance vᵀΣv > 0 under the law")
+        with np.errstate(over="ignore", invalid="ignore"):
+            m = float(u @ np.ldexp(self.mean, -es) + np.ldexp(c, -ev - es))   # m / 2^(ev + es)
+            z = m / unit
+        check.require(not np.isnan(z), "c", c, "an offset for which (v·μ + c)/s is defined (here "
+                      "v·μ and c are infinite of opposite signs at float64 precision)")
+        return LinearScore(float(z), unit, ev + es)
+
+    def _exponent(self) -> int:
+        """es with 2^(2·es) within a factor 4 of the largest variance: Σ/4^es and the Cholesky
+        factor /2^es are exact and of order 1."""
+        return int(np.frexp(float(np.diag(self.cov).max()))[1]) // 2
+
+    def _standardized(self) -> tuple["GaussianLaw", int]:
+        """(N(μ/2^es, Σ/4^es), es): the law of X/2^es, with its largest variance of order 1.
+
+        Dividing by a power of two is exact, so a quantity computed on the standardized law
+        and rescaled by 2^es is the one of this law, up to rounding of order 1e−16 — however
+        large or small Σ is (used where the interface constants of a router are computed).
+        """
+        es = self._exponent()
+        with np.errstate(over="ignore"):
+            mean = np.ldexp(self.mean, -es)
+        check.require(bool(np.all(np.isfinite(mean))), "law.mean", self.mean,
+                      "a mean whose ratio to the law's scale √max Σ_ii is a finite float64")
+        return GaussianLaw(mean, np.ldexp(self.cov, -2 * es)), es
+
+    def _conditioning(self, v, c) -> tuple[np.ndarray, float, np.ndarray]:
+        """(u, γ, h) with g(x) = v·x + c = 2^e (u·x + γ), u of order 1, and h = Σu/(uᵀΣu):
+        X − (u·X + γ) h has the law of X given g(X) = 0 (exact Gaussian conditioning).
+
+        h does not depend on the scale of v, and it is computed from the standardized Σ, so no
+        product vᵀΣv is ever formed (see :meth:`score`).
+        """
+        v = check.finite_array("v", v, shape=(self.dim,))
+        c = check.number("c", c)
+        vmax = float(np.abs(v).max())
+        check.require(vmax > 0, "v", v, "a non-zero direction (v = 0 has no interface)")
+        ev = int(np.frexp(vmax)[1])
+        u, gamma = np.ldexp(v, -ev), float(np.ldexp(c, -ev))
+        cov = np.ldexp(self.cov, -2 * self._exponent())
+        su = cov @ u
+        return u, gamma, su / float(u @ su)
 
     def logpdf(self, x) -> np.ndarray:
         x = check.points("x", x, self.dim)
@@ -111,6 +245,13 @@ class UniformBox(InputLaw):
             i = int(bad[0])
             check.fail(f"high[{i}]", float(hi[i]), f"high > low in every coordinate (low[{i}] = "
                        f"{float(lo[i])!r}; an empty box has no uniform law)")
+        # the density is 1/volume: a volume that over- or underflows would make it 0 or ∞
+        with np.errstate(over="ignore", under="ignore", divide="ignore"):
+            volume = np.prod(hi - lo)
+            density = float(np.float64(1.0) / volume)
+        check.require(bool(np.finfo(float).tiny <= density < np.inf), "high", hi,
+                      "a box whose uniform density 1/Π(high − low) is a finite, normal float64 "
+                      f"(here the volume is {float(volume)!r} and the density {density!r})")
         object.__setattr__(self, "low", lo)
         object.__setattr__(self, "high", hi)
 
@@ -125,7 +266,7 @@ class UniformBox(InputLaw):
         return self.low.size
 
     def sample(self, n: int, rng=None) -> np.ndarray:
-        n = check.integer("n", n, low=1)
+        n = check.sample_size("n", n, row_bytes=8 * self.dim)
         return check.generator("rng", rng).uniform(self.low, self.high, size=(n, self.dim))
 
     def pdf(self, x) -> np.ndarray:
@@ -151,9 +292,16 @@ class VanishingDensityLaw(InputLaw):
         object.__setattr__(self, "dim", check.integer("dim", self.dim, low=1))
         object.__setattr__(self, "alpha", check.positive("alpha", self.alpha))
         object.__setattr__(self, "half_width", check.positive("half_width", self.half_width))
+        # the density's constant α/(2h^α)·(2h)^(1−d): refuse a scale where it is not a float64
+        with np.errstate(over="ignore", under="ignore", divide="ignore"):
+            h = np.float64(self.half_width)
+            const = float(self.alpha / (2 * h ** self.alpha) / (2 * h) ** (self.dim - 1))
+        check.require(bool(np.finfo(float).tiny <= const < np.inf), "half_width", self.half_width,
+                      f"a half-width h for which the density's constant α/(2h^α)/(2h)^(d−1) is a "
+                      f"finite, normal float64 (here {const!r}, with α = {self.alpha!r}, d = {self.dim})")
 
     def sample(self, n: int, rng=None) -> np.ndarray:
-        n = check.integer("n", n, low=1)
+        n = check.sample_size("n", n, row_bytes=8 * self.dim + 24)
         g = check.generator("rng", rng)
         h = self.half_width
         x = g.uniform(-h, h, size=(n, self.dim))

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from .. import validation as check
-from .laws import GaussianLaw, InputLaw, normal_cdf
+from .laws import GaussianLaw, InputLaw
 from .margin import top_two_margin
 from .routers import LinearRouter, Router
 
@@ -77,15 +77,24 @@ def logit_sampler(router: Router, law: InputLaw):
         return None
     W = router.weight
     mean = W @ law.mean + router.bias  # (K,)
-    lam, vec = np.linalg.eigh(W @ law.cov @ W.T)  # PSD (K, K); singular when rank W < K
-    root = vec * np.sqrt(np.clip(lam, 0, None))  # (K, K): root @ rootᵀ = WΣWᵀ
+    # WΣWᵀ overflows once |W|·σ ≳ 1e154 although the logits do not: factor it as 2^e·W̃ Σ̃ W̃ᵀ
+    # (W̃, Σ̃ of order 1, exact powers of two) and scale the root back by 2^e
+    ew = int(np.frexp(float(np.abs(W).max()))[1])
+    std, es = law._standardized()
+    Wt = np.ldexp(W, -ew)
+    lam, vec = np.linalg.eigh(Wt @ std.cov @ Wt.T)  # PSD (K, K); singular when rank W < K
+    with np.errstate(over="ignore"):
+        root = np.ldexp(vec * np.sqrt(np.clip(lam, 0, None)), ew + es)  # root @ rootᵀ = WΣWᵀ
+    check.require(bool(np.all(np.isfinite(root)) and np.all(np.isfinite(mean))), "router", router,
+                  "weights whose logits W·X + b are finite float64 numbers under the law "
+                  "(here their scale |W|·σ overflows)")
     return lambda m, g: mean + g.standard_normal((m, mean.size)) @ root.T
 
 
 def sample_margins(router: Router, law: InputLaw, n: int, rng=None, chunk: int = 1 << 18) -> np.ndarray:
     """n i.i.d. margins Δ(X_i), X_i ~ law; computed in chunks so memory stays O(chunk · K)."""
     _router_and_law(router, law)
-    n = check.integer("n", n, low=1)
+    n = check.sample_size("n", n, row_bytes=8)          # the margins (inputs come in chunks)
     chunk = check.integer("chunk", chunk, low=1)
     g = check.generator("rng", rng)
     direct = logit_sampler(router, law)
@@ -113,7 +122,7 @@ def boundary_mass_mc(router: Router, law: InputLaw, widths, n: int, rng=None,
     _router_and_law(router, law)
     check.widths("widths", widths)
     check.probability("confidence", confidence)
-    check.integer("n", n, low=1)
+    check.sample_size("n", n, row_bytes=16)              # the margins and their sorted copy
     return boundary_mass_from_margins(sample_margins(router, law, n, rng, chunk), widths, confidence)
 
 
@@ -121,9 +130,7 @@ def slab_mass_linear_gaussian(v, c: float, law: GaussianLaw, widths) -> np.ndarr
     """P(|v·X + c| ≤ w) for X ~ N(μ, Σ), exactly: g(X) ~ N(m, s²)."""
     w = check.widths("widths", widths)
     check.instance("law", law, GaussianLaw, "a GaussianLaw")
-    m, s2 = law.linear_moments(v, c)
-    s = np.sqrt(s2)
-    return normal_cdf((w - m) / s) - normal_cdf((-w - m) / s)
+    return law.score(v, c).slab(w)   # scale-free: no vᵀΣv is formed (it overflows at |v|σ ≳ 1e154)
 
 
 def boundary_mass_linear_gaussian(router: LinearRouter, law: GaussianLaw, widths) -> BoundaryMass:
@@ -148,7 +155,8 @@ def pairwise_union_bound(router: LinearRouter, law: InputLaw, widths, n: int | N
     if isinstance(law, GaussianLaw):
         return sum(slab_mass_linear_gaussian(*router.pair(j, k), law, w) for j, k in router.pairs())
     check.require(n is not None, "n", n, "a Monte Carlo sample size ≥ 1 (the law is not Gaussian)")
-    x = law.sample(check.integer("n", n, low=1), check.generator("rng", rng))
+    n = check.sample_size("n", n, row_bytes=8 * (router.dim + 2 * router.n_experts))
+    x = law.sample(n, check.generator("rng", rng))
     a = router.logits(x)
     out = np.zeros_like(w)
     for j, k in router.pairs():

@@ -418,8 +418,8 @@ def first_order_constant(model: MoERegression, law: InputLaw, n_cond: int = 100_
 
             S = linear_gaussian_constant(v, c, law)
             x0 = law.sample(n_cond, check.generator("rng", rng))
-            s2 = float(v @ law.cov @ v)
-            xc = x0 - np.outer(x0 @ v + c, law.cov @ v) / s2  # exact draws of X | g(X) = 0
+            u, gamma, h = law._conditioning(v, c)   # no vᵀΣv formed: it overflows at |v|σ ≳ 1e154
+            xc = x0 - np.outer(x0 @ u + gamma, h)  # exact draws of X | g(X) = 0
             h = first_order_integrand(model, xc, np.broadcast_to(v / nv, xc.shape))
             return float(S * h.mean()), float(S * h.std(ddof=1) / np.sqrt(n_cond))
     if isinstance(r, SphereRouter) and r.dim == 2:

@@ -68,9 +68,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from moe_routing.knowledge import OBJECT_SLOT
+from moe_routing.knowledge import OBJECT_SLOT, KnowledgeDataset
 from moe_routing.model import MoEConfig, MoETransformer
-from moe_routing.validation import number, positive, probability
+from moe_routing.validation import fail, number, positive, probability
 
 from .circuits import TaskCircuit, junction_circuit, task_circuit
 from .layout import Layout
@@ -135,6 +135,22 @@ class LinearRouter:
     bias: np.ndarray                # (E,)
     fit_margin: float               # smallest margin of the fitted separator before scaling
     fit: FitOutcome
+
+
+def _check_dataset(dataset) -> KnowledgeDataset:
+    """``dataset`` itself when it is a :class:`~moe_routing.knowledge.KnowledgeDataset`.
+
+    Both builds read the dataset's tokenizer, tasks and templates; anything else -- an empty
+    list of tasks above all, which has no templates to build circuits for -- is refused here,
+    before any fit, instead of failing on a missing attribute deep inside the construction.
+    """
+    if isinstance(dataset, KnowledgeDataset):
+        return dataset
+    if isinstance(dataset, (list, tuple)) and not dataset:
+        fail("dataset", dataset, "a KnowledgeDataset with at least one task (an empty dataset has "
+             "no templates to build circuits for)")
+    fail("dataset", dataset, "a KnowledgeDataset (moe_routing.knowledge.KnowledgeDataset(tasks), "
+         "tasks a non-empty list of KnowledgeTask)")
 
 
 def check_parameters(eps, rho, eta, max_coherence, lp_time_limit, **fits) -> tuple:
@@ -224,10 +240,22 @@ def task_circuits(parts: ConstructionParts, *, global_gates: bool, settings: Fit
             where = "other nodes" if global_gates else "the task's other nodes"
             slots = [t for t, side in zip(texts, cert.tag, strict=True) if side == 0]
             others = [t for t, side in zip(texts, cert.tag, strict=True) if side == 1]
+
+            def combination(side: int) -> str:   # Σ λ_u z(u) over one side, u a structural node
+                return " + ".join(f"{lam:.3g}·z[{int(u)}] ({text!r})" for u, lam, text, tag
+                                  in zip(cert.rows, cert.weights, texts, cert.tag, strict=True)
+                                  if tag == side)
+
+            exact = ("exact: no gate of any size" if cert.residual == 0 else
+                     f"any gate of margin 1 needs weights ≥ {cert.min_weight_norm:.1e}")
             raise HypothesisFails(
                 "H-gate", [nodes.task_names[k]], slots + others, cert,
-                f"a convex combination of object slots {slots} equals one of "
-                f"{where} {others} ({err})"
+                f"a convex combination of the structural codes of object slots, "
+                f"{combination(0)}, equals a convex combination of those of {where}, "
+                f"{combination(1)} -- z[u] is the structural code of structural node u, the "
+                f"numbering of certificate.rows (residual {cert.residual:.1e}, {exact}); so no "
+                f"affine gate is ≥ 1 at those object slots and ≤ 0 at those nodes "
+                f"(LP: {cert.primal})"
             ) from None
         except FitDidNotConverge as err:
             raise HypothesisUndecided("H-gate", [nodes.task_names[k]],
@@ -320,6 +348,7 @@ def build_moe(dataset, eps: float = 1e-4, *, rho: float = 0.5, eta: float = 0.01
         eps, rho, eta, max_coherence, lp_time_limit, router_fit=router_fit, gate_fit=gate_fit,
         detector_fit=detector_fit)
     router_margin = positive("router_margin", router_margin)
+    dataset = _check_dataset(dataset)      # after the parameters: each refusal names one argument
     t0 = time.perf_counter()
     parts = ConstructionParts(dataset, rho, eta, max_coherence, detector_fit, lp_time_limit)
     router = fit_router(parts, router_margin, router_fit, lp_time_limit)
@@ -342,6 +371,7 @@ def build_dense(dataset, eps: float = 1e-4, *, rho: float = 0.5, eta: float = 0.
     eps, rho, eta, max_coherence, lp_time_limit = check_parameters(
         eps, rho, eta, max_coherence, lp_time_limit, gate_fit=gate_fit,
         detector_fit=detector_fit)
+    dataset = _check_dataset(dataset)
     t0 = time.perf_counter()
     parts = ConstructionParts(dataset, rho, eta, max_coherence, detector_fit, lp_time_limit)
     circuits = task_circuits(parts, global_gates=True, settings=gate_fit,

@@ -161,6 +161,13 @@ def _check_line(path: Path, n: int, line: bytes) -> None:
 
 
 def _damaged(path: Path, fh, n_lines: int, n_bytes: int, err: Exception) -> WikiData5MFormatError:
+    # gzip checks a member's CRC-32 and length only once the member is fully read: a mismatch
+    # says that some byte differs, not where, so no position is reported for it
+    if isinstance(err, gzip.BadGzipFile) and str(err).startswith(("CRC check failed",
+                                                                   "Incorrect length")):
+        return WikiData5MFormatError(
+            f"{path.name}: the file is corrupt: its checksum does not match (the damage can be "
+            f"anywhere in the file); download it again ({err})")
     raw = getattr(fh, "fileobj", None)
     where = f"; the .gz breaks near byte {raw.tell()} of {path.stat().st_size}" if raw else ""
     return WikiData5MFormatError(

@@ -1,4 +1,5 @@
-"""Checks of the rendered book as a reader's browser sees it (Debian's chromium, headless).
+"""Checks of the rendered book as a reader's browser sees it (any Chromium, headless: see
+:func:`chromium`), at desktop width, at phone width and in dark mode, with an axe-core scan.
 
 Used by tests/test_book.py, and from the command line to take screenshots::
 
@@ -22,7 +23,6 @@ from urllib.parse import unquote, urlparse
 
 from bs4 import BeautifulSoup
 
-CHROMIUM = "/usr/bin/chromium"
 LOCAL_SCHEMES = ("file", "data", "blob", "about")
 SKIP_PAGES = {"genindex.html", "search.html"}
 
@@ -113,6 +113,177 @@ async () => {
 """
 
 
+# How a page must look in every view it is checked in (:data:`VIEWS`), run once MathJax is done.
+# Returns {contrast: [...], clipped: [...], overflow: [...]}:
+#
+# * ``contrast``: visible text whose contrast with what is behind it is below WCAG 2 AA (4.5:1;
+#   3:1 for large text, 24 px or 18.66 px bold). The text colour is composited with its alpha and
+#   the opacity of every ancestor; the background is the stack of ancestors' background colours
+#   down to the first opaque one (the canvas is white in light mode, the theme's colour in dark),
+#   each translucent layer composited over the one below. Text over a background image (a
+#   gradient) is measured against the colour under it. One line per distinct colour pair, with
+#   the first text and where it sits.
+# * ``clipped``: a formula (``mjx-container``) that does not fit the first box around it that
+#   does not let content overflow (``overflow`` hidden or clip: cut off; auto or scroll: it
+#   scrolls, and then that scrolling box must itself fit the boxes around it).
+# * ``overflow``: the page is wider than the viewport (a reader scrolls the whole page sideways),
+#   with the deepest elements that stick out.
+VIEW_JS = r"""
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  const W = document.documentElement.clientWidth;
+  const parse = c => {
+    const m = c.match(/rgba?\(([^)]+)\)/);
+    if (!m) return [0, 0, 0, 0];
+    const v = m[1].split(/[ ,\/]+/).filter(Boolean).map(Number);
+    return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1];
+  };
+  const over = (top, bottom) => {           // source-over compositing of two colours
+    const a = top[3] + bottom[3] * (1 - top[3]);
+    if (a === 0) return [0, 0, 0, 0];
+    const ch = i => (top[i] * top[3] + bottom[i] * bottom[3] * (1 - top[3])) / a;
+    return [ch(0), ch(1), ch(2), a];
+  };
+  const lum = c => {
+    const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]);
+  };
+  const ratio = (a, b) => {
+    const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
+    return (x + 0.05) / (y + 0.05);
+  };
+  const canvas = () => {
+    for (const e of [document.body, document.documentElement]) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) return over(c, [255, 255, 255, 1]);
+    }
+    return [255, 255, 255, 1];
+  };
+  const background = el => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) layers.push(c);
+      if (c[3] >= 1) break;
+    }
+    let bg = (layers.length && layers[layers.length - 1][3] >= 1) ? layers.pop() : canvas();
+    while (layers.length) bg = over(layers.pop(), bg);
+    return bg;
+  };
+  const opacity = el => {
+    let o = 1;
+    for (let e = el; e; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity);
+    return o;
+  };
+  const describe = el => {
+    const parts = [];
+    for (let e = el; e && parts.length < 3 && e !== document.body; e = e.parentElement) {
+      parts.push(e.tagName.toLowerCase() + (e.classList.length ? '.' + Array.from(e.classList)
+        .slice(0, 2).join('.') : ''));
+    }
+    return parts.reverse().join(' > ');
+  };
+  const SKIP = 'script, style, template, noscript, mjx-assistive-mml, svg, .visually-hidden, '
+    + '.sr-only';
+  const pairs = new Map();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const text = n.textContent.trim();
+    const el = n.parentElement;
+    if (!text || !el || el.closest(SKIP)) continue;
+    const st = getComputedStyle(el);
+    if (st.visibility !== 'visible') continue;
+    const range = document.createRange();
+    range.selectNodeContents(n);
+    const r = range.getBoundingClientRect();
+    if (r.width < 2 || r.height < 2 || r.right <= 0 || r.left >= W) continue;   // not shown
+    const o = opacity(el);
+    if (o < 0.05) continue;                                                   // faded out
+    const bg = background(el);
+    const c = parse(st.color);
+    const fg = over([c[0], c[1], c[2], c[3] * o], bg);
+    const px = parseFloat(st.fontSize), bold = parseInt(st.fontWeight, 10) >= 700;
+    const need = (px >= 24 || (bold && px >= 18.66)) ? 3 : 4.5;
+    const got = ratio(fg, bg);
+    if (got + 1e-9 < need) {
+      const key = fg.map(Math.round).join(',') + '/' + bg.map(Math.round).join(',');
+      if (!pairs.has(key)) {
+        pairs.set(key, got.toFixed(2) + ':1 (needs ' + need + ':1), text rgb(' + fg.slice(0, 3)
+          .map(Math.round).join(', ') + ') on rgb(' + bg.slice(0, 3).map(Math.round).join(', ')
+          + '): "' + text.replace(/\s+/g, ' ').slice(0, 50) + '" in ' + describe(el));
+      }
+    }
+  }
+  const clipped = [];
+  for (const c of document.querySelectorAll('mjx-container')) {
+    const m = c.querySelector('mjx-math');
+    let r = m ? m.getBoundingClientRect() : null;
+    if (!r || r.width === 0) continue;                      // not laid out (collapsed)
+    const tex = () => {
+      const items = (window.MathJax && MathJax.startup && MathJax.startup.document)
+        ? Array.from(MathJax.startup.document.math) : [];
+      return String((items.find(i => i.typesetRoot === c) || {}).math || c.textContent)
+        .trim().replace(/\s+/g, ' ').slice(0, 80);
+    };
+    for (let e = c; e && e !== document.body; e = e.parentElement) {
+      const how = getComputedStyle(e).overflowX;
+      if (how === 'visible') continue;
+      const box = e.getBoundingClientRect();
+      const out = Math.round(Math.max(r.right - box.right, box.left - r.left));
+      if (out > 2 && (how === 'hidden' || how === 'clip')) {
+        clipped.push(out + ' px cut off by ' + describe(e) + ': "' + tex() + '"');
+        break;
+      }
+      r = box;                         // scrolls (or fits): the box must fit the boxes around it
+    }
+  }
+  const overflow = [];
+  const sw = document.documentElement.scrollWidth;
+  if (sw > W + 1) {
+    const free = e => {            // no box between it and the page clips or scrolls it
+      for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+        if (getComputedStyle(a).overflowX !== 'visible') return false;
+      }
+      return true;
+    };
+    const wide = Array.from(document.body.querySelectorAll('*')).filter(e => {
+      const r = e.getBoundingClientRect();
+      return r.width > 0 && r.right > W + 1 && free(e) && !Array.from(e.children).some(k =>
+        k.getBoundingClientRect().right > W + 1 && free(k));
+    });
+    overflow.push('page is ' + sw + ' px wide in a ' + W + ' px viewport; sticking out: '
+      + wide.slice(0, 3).map(e => describe(e) + ' "' + (e.textContent || '').trim()
+        .replace(/\s+/g, ' ').slice(0, 40) + '"').join('; '));
+  }
+  return {contrast: Array.from(pairs.values()), clipped, overflow};
+}
+"""
+
+
+@dataclass(frozen=True)
+class View:
+    """A way a reader sees the book: viewport width and colour mode."""
+    name: str
+    width: int
+    theme: str                 # the theme's mode: "light" or "dark"
+
+
+DESKTOP_WIDTH = 1280
+PHONE_WIDTH = 400
+VIEWS = (View("desktop", DESKTOP_WIDTH, "light"), View("phone", PHONE_WIDTH, "light"),
+         View("dark", DESKTOP_WIDTH, "dark"))
+# the theme (pydata-sphinx-theme) reads the reader's choice from localStorage before it paints
+THEME_JS = "mode => { localStorage.setItem('mode', mode); localStorage.setItem('theme', mode); }"
+
+# axe-core impacts that fail the check; the others are listed in the report
+AXE_FAILING = ("serious", "critical")
+# Violations that come from the theme's own markup, which the book's CSS and configuration
+# cannot change, with the reason: (rule id, CSS selector of the offending node) -> why.
+AXE_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
 @dataclass
 class PageReport:
     page: str
@@ -125,6 +296,16 @@ class PageReport:
     n_images: int = 0
     tex_leaks: list[str] = field(default_factory=list)
     wide_code: list[str] = field(default_factory=list)
+    # per view (:data:`VIEWS`): text below WCAG AA contrast, formulas cut off, page overflow
+    low_contrast: dict[str, list[str]] = field(default_factory=dict)
+    clipped_math: dict[str, list[str]] = field(default_factory=dict)
+    page_overflow: dict[str, list[str]] = field(default_factory=dict)
+    theme_not_applied: list[str] = field(default_factory=list)
+    # axe-core: serious/critical violations (fail), moderate/minor (listed), and the
+    # serious/critical ones matched by an explicit exception (listed with the reason)
+    axe_failing: list[str] = field(default_factory=list)
+    axe_other: list[str] = field(default_factory=list)
+    axe_excepted: list[str] = field(default_factory=list)
 
     @property
     def problems(self) -> list[str]:
@@ -141,6 +322,16 @@ class PageReport:
             out.append(f"broken images: {self.broken_images[:5]}")
         if self.wide_code:
             out.append(f"code wider than the column at {DESKTOP_WIDTH} px: {self.wide_code[:3]}")
+        for what, per_view in (("text below WCAG AA contrast", self.low_contrast),
+                               ("math cut off", self.clipped_math),
+                               ("horizontal page overflow", self.page_overflow)):
+            for view, found in per_view.items():
+                if found:
+                    out.append(f"{what} ({view}): {found[:4]}")
+        if self.theme_not_applied:
+            out.append(f"colour mode not applied: {self.theme_not_applied}")
+        if self.axe_failing:
+            out.append(f"axe-core serious/critical violations: {self.axe_failing[:6]}")
         return out
 
 
@@ -224,7 +415,6 @@ def broken_internal_links(root: Path) -> list[str]:
 # width: measured with the lines unwrapped (the book's CSS wraps code and printed output, so at
 # phone width they wrap instead of being cut; at desktop width no code line should need to;
 # printed measurement lines may wrap).
-DESKTOP_WIDTH = 1280
 WIDE_CODE_JS = """() => {
   const out = [];
   for (const e of document.querySelectorAll('div.cell_input pre')) {
@@ -242,61 +432,148 @@ WIDE_CODE_JS = """() => {
 }"""
 
 
+def chromium() -> str:
+    """The browser the checks drive (``moe_book.pdf.find_chromium``: ``$CHROMIUM``, the usual
+    names on PATH, Playwright's download). For tests: without one they are skipped, and say so,
+    unless ``MOE_REQUIRE_BROWSER=1`` (CI), where that is a failure; a bad ``$CHROMIUM`` always
+    fails, naming it."""
+    import os
+
+    import pytest
+
+    from moe_book.pdf import NoBrowser, find_chromium
+
+    try:
+        return find_chromium()
+    except NoBrowser as exc:
+        if os.environ.get("MOE_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"MOE_REQUIRE_BROWSER=1: {exc}")
+        pytest.skip(f"browser check skipped: {exc}")
+
+
+def _axe_lines(violations: list[dict]) -> tuple[list[str], list[str], list[str]]:
+    failing, other, excepted = [], [], []
+    for v in violations:
+        for node in v.get("nodes", []):
+            target = " ".join(str(t) for t in node.get("target", []))
+            line = f"{v.get('impact')}: {v['id']} ({v.get('help', '')}) at {target}"
+            if v.get("impact") in AXE_FAILING:
+                why = AXE_EXCEPTIONS.get((v["id"], target))
+                (excepted if why else failing).append(line + (f" -- excepted: {why}" if why
+                                                              else ""))
+            else:
+                other.append(line)
+    return failing, other, excepted
+
+
 def check_pages(root: Path, screenshots: Path | None = None,
-                pages: list[Path] | None = None) -> list[PageReport]:
+                pages: list[Path] | None = None, views: tuple[View, ...] = VIEWS,
+                axe: bool = True) -> list[PageReport]:
+    """Open every page in every view; the first view also gets the network, math, image, code
+    and (with ``axe``) axe-core checks, which do not depend on the width or the colour mode."""
     from playwright.sync_api import sync_playwright
 
-    reports = []
+    executable = chromium()
+    runner = None
+    if axe:
+        from axe_playwright_python.sync_playwright import Axe
+
+        runner = Axe()
+    pages = pages or html_pages(root)
+    reports = {page_path: PageReport(str(page_path.relative_to(root))) for page_path in pages}
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=CHROMIUM,
+            executable_path=executable,
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run",
                   "--disable-quic", "--allow-file-access-from-files"])
-        context = browser.new_context(viewport={"width": DESKTOP_WIDTH, "height": 900})
-        for page_path in pages or html_pages(root):
-            rep = PageReport(str(page_path.relative_to(root)))
-            page = context.new_page()
+        for n_view, view in enumerate(views):
+            context = browser.new_context(viewport={"width": view.width, "height": 900},
+                                          color_scheme=view.theme)
+            context.add_init_script(f"({THEME_JS})({view.theme!r})")
+            first = n_view == 0
+            for page_path in pages:
+                rep = reports[page_path]
+                page = context.new_page()
 
-            def on_route(route, rep=rep):
-                url = route.request.url
-                if urlparse(url).scheme in LOCAL_SCHEMES:
-                    route.continue_()
-                else:
-                    rep.external_requests.append(url)
-                    route.abort()
+                def on_route(route, rep=rep):
+                    url = route.request.url
+                    if urlparse(url).scheme in LOCAL_SCHEMES:
+                        route.continue_()
+                    else:
+                        if url not in rep.external_requests:
+                            rep.external_requests.append(url)
+                        route.abort()
 
-            page.route("**/*", on_route)
-            page.on("requestfailed", lambda r, rep=rep: rep.failed_requests.append(r.url)
-                    if urlparse(r.url).scheme == "file" else None)
-            page.on("pageerror", lambda e, rep=rep: rep.js_errors.append(str(e)))
-            page.goto(page_path.resolve().as_uri(), wait_until="load")
-            rep.math_expected = page.evaluate(
-                "document.querySelectorAll('.math, span.math, div.math').length")
-            if rep.math_expected:
-                try:
-                    page.wait_for_function(
-                        "window.MathJax && window.MathJax.startup && "
-                        "window.MathJax.startup.promise && "
-                        "document.querySelectorAll('mjx-container').length > 0", timeout=20000)
-                except Exception:  # noqa: BLE001 -- reported below as 'not typeset'
-                    pass
-            rep.math_typeset = page.evaluate("document.querySelectorAll('mjx-container').length")
-            rep.tex_leaks = [f"{kind}: {what}" for kind, what in page.evaluate(TEX_LEAKS_JS)]
-            rep.wide_code = page.evaluate(WIDE_CODE_JS)
-            imgs = page.evaluate(
-                "Array.from(document.images).map(i => [i.currentSrc || i.src, i.complete, "
-                "i.naturalWidth])")
-            rep.n_images = len(imgs)
-            rep.broken_images = [src for src, complete, w in imgs if not complete or w == 0]
-            if screenshots is not None:
-                out = screenshots / (rep.page.replace("/", "__").removesuffix(".html") + ".png")
-                out.parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(out), full_page=True)
-            page.close()
-            reports.append(rep)
+                page.route("**/*", on_route)
+                page.on("requestfailed", lambda r, rep=rep: rep.failed_requests.append(r.url)
+                        if urlparse(r.url).scheme == "file" else None)
+                page.on("pageerror", lambda e, rep=rep, v=view.name:
+                        rep.js_errors.append(f"{v}: {e}"))
+                page.goto(page_path.resolve().as_uri(), wait_until="load")
+                expected = page.evaluate(
+                    "document.querySelectorAll('.math, span.math, div.math').length")
+                if expected:
+                    try:
+                        page.wait_for_function(
+                            "window.MathJax && window.MathJax.startup && "
+                            "window.MathJax.startup.promise && "
+                            "document.querySelectorAll('mjx-container').length > 0",
+                            timeout=20000)
+                    except Exception:  # noqa: BLE001 -- reported below as 'not typeset'
+                        pass
+                theme = page.evaluate("document.documentElement.dataset.theme || ''")
+                if theme and theme != view.theme:   # a bare page (a control) has no theme
+                    rep.theme_not_applied.append(f"{view.name}: data-theme={theme!r}")
+                found = page.evaluate(VIEW_JS)
+                rep.low_contrast[view.name] = found["contrast"]
+                rep.clipped_math[view.name] = found["clipped"]
+                rep.page_overflow[view.name] = found["overflow"]
+                if first:
+                    rep.math_expected = expected
+                    rep.math_typeset = page.evaluate(
+                        "document.querySelectorAll('mjx-container').length")
+                    rep.tex_leaks = [f"{kind}: {what}"
+                                     for kind, what in page.evaluate(TEX_LEAKS_JS)]
+                    rep.wide_code = page.evaluate(WIDE_CODE_JS)
+                    imgs = page.evaluate(
+                        "Array.from(document.images).map(i => [i.currentSrc || i.src, "
+                        "i.complete, i.naturalWidth])")
+                    rep.n_images = len(imgs)
+                    rep.broken_images = [src for src, complete, w in imgs
+                                         if not complete or w == 0]
+                    if runner is not None:
+                        # preload off: axe would fetch every stylesheet's @import again,
+                        # resolved against the page rather than the sheet (a request for a
+                        # file that does not exist, which the check above would report)
+                        result = runner.run(page, options={"resultTypes": ["violations"],
+                                                           "preload": False})
+                        rep.axe_failing, rep.axe_other, rep.axe_excepted = _axe_lines(
+                            result.response.get("violations", []))
+                if screenshots is not None:
+                    stem = rep.page.replace("/", "__").removesuffix(".html")
+                    out = screenshots / f"{stem}{'' if first else '-' + view.name}.png"
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(out), full_page=True)
+                page.close()
+            context.close()
         browser.close()
-    return reports
+    return list(reports.values())
+
+
+def accessibility_report(reports: list[PageReport], edition: str) -> str:
+    """The axe-core findings that do not fail the check (moderate, minor) and the excepted
+    ones, page by page: what a maintainer reads to improve the book further."""
+    lines = [f"# axe-core findings, {edition} edition ({len(reports)} pages)",
+             f"# failing impacts: {', '.join(AXE_FAILING)}; listed below: the others, and "
+             "the explicit exceptions"]
+    for r in reports:
+        for line in r.axe_other + r.axe_excepted:
+            lines.append(f"{r.page}: {line}")
+    lines.append(f"# {sum(len(r.axe_other) for r in reports)} moderate/minor, "
+                 f"{sum(len(r.axe_excepted) for r in reports)} excepted, "
+                 f"{sum(len(r.axe_failing) for r in reports)} failing")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
@@ -306,15 +583,17 @@ def main() -> int:
     ap.add_argument("--screenshots", type=Path)
     ap.add_argument("--page", action="append", default=[],
                     help="only these pages (relative to html_root)")
+    ap.add_argument("--no-axe", action="store_true", help="skip the axe-core scan")
     args = ap.parse_args()
     pages = [args.html_root / p for p in args.page] or None
-    reports = check_pages(args.html_root, args.screenshots, pages)
+    reports = check_pages(args.html_root, args.screenshots, pages, axe=not args.no_axe)
     bad = 0
     for r in reports:
         status = "OK " if not (r.problems or r.tex_leaks) else "BAD"
         print(f"{status} {r.page}: math {r.math_typeset}/{r.math_expected}, images {r.n_images}"
               + ("".join(f"\n    {p}" for p in r.problems))
-              + ("".join(f"\n    TeX leak {leak}" for leak in r.tex_leaks)))
+              + ("".join(f"\n    TeX leak {leak}" for leak in r.tex_leaks))
+              + ("".join(f"\n    axe {line}" for line in r.axe_other + r.axe_excepted)))
         bad += bool(r.problems or r.tex_leaks)
     print(f"TeX leaks: {sum(len(r.tex_leaks) for r in reports)} on "
           f"{sum(bool(r.tex_leaks) for r in reports)} of {len(reports)} pages")

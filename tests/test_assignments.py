@@ -3,8 +3,10 @@
 For every assignment: the reference solution scores full marks, the blank student notebook
 scores zero, hidden tests exist in the autograder and nowhere in the student notebook, and no
 solution line reaches the student.  One deliberately wrong solution shows that the hidden tests
-catch what the public ones miss.  One autograder zip is graded in a fresh virtual environment
-outside the repository that holds only what the zip itself installs (its bundled wheel).
+catch what the public ones miss.  Each zip installs what its notebook imports, torch only where
+it is imported; one autograder zip is graded in a fresh virtual environment outside the
+repository that holds only what the zip itself installs.  A site holding the student notebooks
+passes the publishing check, and fails it as soon as one autograder or solution is in it.
 Select with ``pytest -m assignments`` (about three minutes on two cores: each grading run
 executes a notebook in a fresh kernel, and the clean environment installs torch).
 """
@@ -40,21 +42,27 @@ def test_at_least_three_assignments():
 
 
 @pytest.fixture(scope="module")
-def wheel() -> Path:
-    """The library's wheel that every autograder bundles (``make wheel``, incremental)."""
+def wheel(tmp_path_factory) -> Path:
+    """The library's wheel that every autograder bundles (``make wheel``, incremental), copied
+    aside: dist/ is rebuilt whenever the library's source changes, so the module's builds and
+    their checks all use this one snapshot."""
+    import shutil
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
     res = subprocess.run(["make", "--no-print-directory", "wheel"], cwd=ROOT, env=env,
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     assert build.default_wheel().is_file()
-    return build.default_wheel()
+    copy = tmp_path_factory.mktemp("wheel") / build.default_wheel().name
+    shutil.copyfile(build.default_wheel(), copy)
+    return copy
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, wheel):
     out = tmp_path_factory.mktemp("assignments")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        products = list(pool.map(lambda n: build.build(n, out), NAMES))
+        products = list(pool.map(lambda n: build.build(n, out, wheel=wheel), NAMES))
     return {b.name: b for b in products}
 
 
@@ -137,21 +145,21 @@ def test_no_solution_line_reaches_the_student(built, name):
 
 
 def test_hidden_tests_catch_a_wrong_normalisation(built, tmp_path):
-    """f_i = count_i / n instead of count_i / (n k): right for top-1, wrong for top-2.
+    """f_bi = count_bi / T instead of count_bi / (T k): right for top-1, wrong for top-2.
 
-    The public test (top-1, uniform routing) passes; a hidden test (top-2, against
-    moe_routing.model.losses) must take the points of question 1 away, and only those.  Graded
+    The public test (top-1, uniform routing) passes; the hidden tests (top-2 and top-3, against
+    a loop over the definition) must take points of question 1 away, and only those.  Graded
     through the class grading script, with a submission of another assignment in the batch,
     which must be reported, not graded and not stop the others.
     """
     b = built["load_balancing"]
     nb = json.loads(b.solution.read_text())
-    right = "f = counts.to(router_probs.dtype) / idx.numel()"
+    right = "f = counts / idx.shape[1]"
     hits = 0
     for cell in nb["cells"]:
         src = "".join(cell["source"])
         if right in src:
-            cell["source"] = src.replace(right, "f = counts.to(router_probs.dtype) / n")
+            cell["source"] = src.replace(right, "f = counts / n_tok")
             hits += 1
     assert hits == 1
     wrong = tmp_path / "wrong.ipynb"
@@ -162,7 +170,7 @@ def test_hidden_tests_catch_a_wrong_normalisation(built, tmp_path):
     rows = grade.grade_all("load_balancing", [other, wrong], sheet, tmp_path / "results",
                            assignments_dir=b.zip.parents[2])
     assert rows[0]["error"] and "two_task_router" in rows[0]["error"]
-    q1_score, q1_max = rows[1]["q1_switch_lb"], 4.0
+    q1_score, q1_max = rows[1]["q1_sequence_lb"], 4.0
     assert 0 < q1_score < q1_max, rows[1]                      # public passed, hidden failed
     assert rows[1]["q2_lb_gradient"] == 3.0 and rows[1]["q3_task_router"] == 3.0, rows[1]
     assert rows[1]["total"] == q1_score + 6.0 and rows[1]["possible"] == 10.0
@@ -171,6 +179,39 @@ def test_hidden_tests_catch_a_wrong_normalisation(built, tmp_path):
     assert [r["submission"] for r in table] == [str(other), str(wrong)]
     assert float(table[1]["total"]) == rows[1]["total"]
     assert (tmp_path / "results" / "wrong" / "results.json").is_file()
+
+
+def test_the_publishing_check_passes_student_notebooks_and_catches_autograders(built, tmp_path):
+    """The check on the real products: the student notebooks are publishable; a control site
+    with one autograder zip left in (by its name, or renamed), or with a solution notebook,
+    is not."""
+    import shutil
+
+    from moe_book.classroom import leaks
+
+    site = tmp_path / "html"
+    offered = site / "_static" / "downloads" / "assignments"
+    offered.mkdir(parents=True)
+    (site / "index.html").write_text("<html><body>the book</body></html>")
+    for b in built.values():
+        shutil.copyfile(b.student, offered / f"{b.name}.ipynb")
+    sources = ROOT / "assignments"
+    assert leaks(site, sources) == []
+    zip_ = built["boundary_mass"].zip
+    shutil.copyfile(zip_, offered / zip_.name)
+    found = leaks(site, sources)
+    assert found == [f"_static/downloads/assignments/{zip_.name}: an autograder (holds every "
+                     "hidden test and the solution)"], found
+    (offered / zip_.name).rename(offered / "extras.zip")     # renamed: its content gives it away
+    found = leaks(site, sources)
+    assert found and all(f.startswith("_static/downloads/assignments/extras.zip!") for f in found)
+    hidden, _ = build.test_names(zip_)
+    assert any(h in " ".join(found) for h in hidden), found
+    (offered / "extras.zip").unlink()
+    shutil.copyfile(built["two_task_router"].solution, offered / "two_task_router.ipynb")
+    found = leaks(site, sources)
+    assert any("solution line(s)" in f for f in found), found
+    assert all(f.startswith("_static/downloads/assignments/two_task_router.ipynb:") for f in found)
 
 
 def test_unknown_assignment_is_rejected(tmp_path):
@@ -184,15 +225,81 @@ def test_a_missing_wheel_is_refused_before_any_work(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def _imports(name: str) -> set[str]:
+    return build.imported_modules(build.source_code_cells(
+        (ROOT / "assignments" / f"{name}.md").read_text()))
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_autograder_zip_bundles_the_wheel_and_pins_the_lock(built, wheel, name):
-    assert build.self_contained_problems(built[name].zip, wheel.name) == []
+def test_autograder_zip_installs_what_its_notebook_imports(built, wheel, name):
+    """The zip installs the lock's series of what the notebook and its tests import, and no
+    torch for an assignment that never imports it (PyPI's Linux torch pulls ~3 GB of CUDA)."""
+    modules = _imports(name)
+    expected = build.requirements_for(modules, wheel.name)
+    assert build.self_contained_problems(built[name].zip, wheel.name, expected) == []
     with zipfile.ZipFile(built[name].zip) as zf:
         assert zf.read(f"files/wheels/{wheel.name}") == wheel.read_bytes()
+    pip = build.zip_pip_list(built[name].zip)
     lock = dict(line.split("==") for line in (ROOT / "requirements.lock").read_text().split()
                 if "==" in line)
-    torch_pin = next(p for p in build.pins() if p.startswith("torch=="))
-    assert lock["torch"].startswith(torch_pin.removeprefix("torch==").removesuffix("*")), torch_pin
+    torch_lines = [p for p in pip if p.startswith("torch")]
+    if "torch" in modules:
+        # the exact CPU build of the lock's release, from the CPU index only it serves
+        assert torch_lines == [f"torch=={lock['torch']}+cpu"], pip
+        assert f"--extra-index-url {build.DEFAULT_TORCH_INDEX}" in pip, pip
+    else:
+        assert torch_lines == [] and not any(p.startswith("--") for p in pip), pip
+    for dist in ("numpy", "scipy"):
+        lines = [p for p in pip if p.startswith(f"{dist}==")]
+        series = ".".join(lock[dist].split(".")[:2])
+        assert lines == ([f"{dist}=={series}.*"] if dist in modules or (dist == "numpy" and
+                         "scipy" in modules) else []), (dist, pip)
+
+
+def test_the_assignments_need_what_they_teach():
+    """What each zip will install, read from the sources (a change here changes the graders)."""
+    assert _imports("load_balancing") == {"torch"}
+    assert _imports("boundary_mass") == {"numpy", "scipy"}
+    assert _imports("two_task_router") == {"numpy"}
+    # no hidden test imports the library: its functions would be the students' answers
+    for name in NAMES:
+        assert "moe_routing" not in _imports(name), name
+
+
+def test_requirements_follow_the_imports_and_the_torch_index(monkeypatch):
+    whl = "moe_routing-0.1.0-py3-none-any.whl"
+    assert build.requirements_for({"numpy"}, whl) == [build.pins()[1]]
+    assert build.requirements_for(set(), whl) == []
+    lib = build.requirements_for({"moe_routing"}, whl)        # the wheel depends on torch
+    assert lib[0] == f"./files/wheels/{whl}" and any(p.startswith("torch==") for p in lib)
+    monkeypatch.setenv("TORCH_INDEX", "https://download.pytorch.org/whl/cu128")
+    assert "torch==2.13.0+cu128" in build.requirements_for({"torch"}, whl)
+    monkeypatch.setenv("TORCH_INDEX", "")                     # PyPI's own torch: the series
+    assert build.requirements_for({"torch"}, whl) == ["torch==2.13.*"]
+    monkeypatch.setenv("TORCH_INDEX", "cpu")
+    with pytest.raises(ValueError, match=r"TORCH_INDEX='cpu'; accepted: an index URL"):
+        build.requirements_for({"torch"}, whl)
+    with pytest.raises(ValueError, match=r"imports \['pandas'\].*accepted: the standard library"):
+        build.requirements_for({"pandas", "numpy"}, whl)
+    with pytest.raises(ValueError, match="code cell 1 does not parse"):
+        build.imported_modules(["import numpy", "def broken(:"])
+    assert build.imported_modules(["%matplotlib inline\nimport os, numpy.linalg\n"
+                                   "from scipy import stats\nfrom . import x"]) == {"numpy", "scipy"}
+
+
+def test_a_zip_that_installs_torch_needlessly_is_a_problem(tmp_path):
+    """The check can fail: an environment.yml with torch for a numpy-only assignment."""
+    whl = "moe_routing-0.1.0-py3-none-any.whl"
+    z = tmp_path / "x-autograder.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr(f"files/wheels/{whl}", b"")
+        zf.writestr("environment.yml", yaml.safe_dump({"dependencies": [
+            "python=3.11", {"pip": ["numpy==2.4.*", "torch==2.13.*"]}]}))
+    expected = build.requirements_for({"numpy"}, whl)
+    problems = build.self_contained_problems(z, whl, expected)
+    assert len(problems) == 1 and "installs ['torch==2.13.*']" in problems[0], problems
+    assert build.self_contained_problems(z, whl, expected + ["scipy==1.17.*"])[0].startswith(
+        "environment.yml lacks ['scipy==1.17.*']")
 
 
 def test_rebuilt_only_when_an_input_changed(tmp_path, wheel):
@@ -211,11 +318,22 @@ def test_rebuilt_only_when_an_input_changed(tmp_path, wheel):
     assert rebuilt.seconds > 0 and "(v2)" in rebuilt.student.read_text()
 
 
+def _reachable(url: str) -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(url, timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
 def test_autograder_zip_grades_in_a_clean_environment(built, tmp_path_factory):
     """What a Gradescope-style grader does with the zip, without the repository: unpack it,
-    install what its environment.yml lists (the bundled wheel, by its path relative to the
-    unpacked folder, where otter's setup.sh runs pip) into a fresh virtual environment, and
-    grade there.  The lock is only a constraint, so that the same CPU torch build is chosen."""
+    install what its environment.yml lists (torch's CPU build, from the CPU index it names)
+    into a fresh virtual environment, in the unpacked folder where otter's setup.sh runs pip,
+    and grade there.  The lock is only a constraint.  Where PyTorch's index cannot be reached,
+    its line is left out and pip finds the same CPU build among its configured sources."""
     b = built["load_balancing"]
     tmp = tmp_path_factory.mktemp("clean-grader")
     assert ROOT not in tmp.parents
@@ -227,7 +345,10 @@ def test_autograder_zip_grades_in_a_clean_environment(built, tmp_path_factory):
     assert "otter-grader[grading,plugins]==7.0.0" in pip
     # otter's plugins extra (Google Sheets clients) plays no part in `otter run`
     reqs = ["otter-grader[grading]==7.0.0" if p.startswith("otter-grader") else p for p in pip]
-    assert any(p.startswith("./files/wheels/moe_routing-") for p in reqs), reqs
+    assert "torch==2.13.0+cpu" in reqs and not any(p.startswith("./files/") for p in reqs), reqs
+    index = next(p.split()[1] for p in reqs if p.startswith("--extra-index-url"))
+    if not _reachable(index + "/torch/"):
+        reqs = [p for p in reqs if not p.startswith("--extra-index-url")]
     (tmp / "requirements.txt").write_text("\n".join(reqs) + "\n")
     env_dir = tmp / "env"
     venv.EnvBuilder(with_pip=True).create(env_dir)
@@ -238,11 +359,11 @@ def test_autograder_zip_grades_in_a_clean_environment(built, tmp_path_factory):
                          capture_output=True, text=True, cwd=source, env=clean)
     assert res.returncode == 0, res.stderr[-3000:]
 
-    probe = tmp / "moe_routing-location.txt"
+    probe = tmp / "torch-location.txt"
     nb = json.loads(b.solution.read_text())
     nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                        "source": f"import moe_routing, pathlib\npathlib.Path({str(probe)!r})"
-                                  ".write_text(moe_routing.__file__)"})
+                        "source": f"import torch, pathlib\npathlib.Path({str(probe)!r})"
+                                  ".write_text(torch.__file__ + ' ' + torch.__version__)"})
     work = tmp / "work"
     work.mkdir()
     (work / "solution.ipynb").write_text(json.dumps(nb))
@@ -261,7 +382,11 @@ def test_autograder_zip_grades_in_a_clean_environment(built, tmp_path_factory):
 
     solution = otter_run("solution")
     assert solution and all(s == m > 0 for s, m in solution.values()), solution
-    lib = probe.read_text()
+    lib, version = probe.read_text().split()
     assert lib.startswith(str(env_dir)) and str(ROOT) not in lib, lib
+    assert version == "2.13.0+cpu", version                   # not PyPI's CUDA build
+    # the library is not installed: the hidden tests need only torch
+    assert subprocess.run([py, "-c", "import moe_routing"], cwd=tmp, env=clean,
+                          capture_output=True).returncode != 0
     blank = otter_run("blank")
     assert set(blank) == set(solution) and sum(s for s, _ in blank.values()) == 0, blank

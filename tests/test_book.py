@@ -23,10 +23,21 @@ HTML = ROOT / "build" / "smoke" / "_build" / "html"
 
 
 @pytest.fixture(scope="session")
-def page_reports(smoke_book):
-    if not Path(bookcheck.CHROMIUM).exists():
-        pytest.fail(f"{bookcheck.CHROMIUM} is missing: `make test` installs Debian's chromium")
-    return bookcheck.check_pages(smoke_book)
+def browser() -> str:
+    """A Chromium (skipped, and said so, without one; a failure under MOE_REQUIRE_BROWSER=1)."""
+    return bookcheck.chromium()
+
+
+@pytest.fixture(scope="session")
+def page_reports(browser, smoke_book):
+    reports = bookcheck.check_pages(smoke_book)
+    _write_accessibility_report(reports, "full")
+    return reports
+
+
+def _write_accessibility_report(reports, edition: str) -> None:
+    out = ROOT / "build" / "smoke" / f"accessibility-{edition}.txt"
+    out.write_text(bookcheck.accessibility_report(reports, edition), encoding="utf-8")
 
 
 def test_every_chapter_executed_and_rendered(smoke_book):
@@ -75,7 +86,7 @@ def _leak_list(reports) -> list[str]:
     return [f"{r.page}: {leak}" for r in reports for leak in r.tex_leaks]
 
 
-def test_tex_leak_check_sees_broken_math(smoke_book, tmp_path):
+def test_tex_leak_check_sees_broken_math(browser, smoke_book, tmp_path):
     """Control: the TeX-leak check reports a stray ``$``, a raw command, a formula that swallowed
     prose, a MathJax error and a clipped formula, and nothing in good math or in code."""
     import re
@@ -95,7 +106,7 @@ def test_tex_leak_check_sees_broken_math(smoke_book, tmp_path):
         '<p><span class="math" style="display: inline-block; max-width: 60px; overflow: hidden">'
         '\\(a_1+a_2+a_3+a_4+a_5+a_6+a_7+a_8\\)</span></p>'
         '</section></body></html>', encoding="utf-8")
-    (rep,) = bookcheck.check_pages(tmp_path)
+    (rep,) = bookcheck.check_pages(tmp_path, views=bookcheck.VIEWS[:1], axe=False)
     kinds = sorted(leak.split(":", 1)[0] for leak in rep.tex_leaks)
     assert kinds == ["math-clipped", "math-dollar", "math-error", "math-prose", "text", "text"], \
         rep.tex_leaks
@@ -104,8 +115,10 @@ def test_tex_leak_check_sees_broken_math(smoke_book, tmp_path):
 
 
 @pytest.fixture(scope="session")
-def student_page_reports(student_book):
-    return bookcheck.check_pages(student_book)
+def student_page_reports(browser, student_book):
+    reports = bookcheck.check_pages(student_book)
+    _write_accessibility_report(reports, "student")
+    return reports
 
 
 @pytest.mark.parametrize("edition", ["full", "student"])
@@ -273,7 +286,7 @@ def test_a_book_without_a_home_shows_no_repository_or_launch_buttons(smoke_book)
             assert where not in page, (name, where)
 
 
-def test_wide_code_check_sees_a_long_line_and_skips_collapsed_cells(tmp_path):
+def test_wide_code_check_sees_a_long_line_and_skips_collapsed_cells(browser, tmp_path):
     long = "x = " + "1 + " * 60 + "1"
     short = "y = 1"
     cell = '<div class="cell_input"><pre style="font-size: 12px">{}</pre></div>'
@@ -282,6 +295,105 @@ def test_wide_code_check_sees_a_long_line_and_skips_collapsed_cells(tmp_path):
         + cell.format(short) + cell.format(long)
         + "<details><summary>hidden</summary>" + cell.format(long.replace("x", "z"))
         + "</details></main></body></html>", encoding="utf-8")
-    (rep,) = bookcheck.check_pages(tmp_path)
+    (rep,) = bookcheck.check_pages(tmp_path, views=bookcheck.VIEWS[:1], axe=False)
     assert rep.wide_code == [long[:60]]
     assert rep.problems and "code wider than the column" in rep.problems[0]
+
+
+# --- every screen: phone width, dark mode, contrast, accessibility --------------------------------
+
+@pytest.mark.parametrize("edition", ["full", "student"])
+def test_every_view_is_readable_and_accessible(edition, request):
+    """At desktop width, at 400 px and in dark mode: no text under WCAG AA contrast, no formula
+    cut off, no page wider than the screen; axe-core finds no serious or critical violation
+    (the moderate and minor ones are in build/smoke/accessibility-EDITION.txt)."""
+    reports = request.getfixturevalue(
+        "page_reports" if edition == "full" else "student_page_reports")
+    views = {v.name for v in bookcheck.VIEWS}
+    assert {"desktop", "phone", "dark"} <= views
+    for r in reports:
+        assert set(r.low_contrast) == views, r.page        # every view ran on every page
+    bad = {r.page: [p for p in r.problems if p.startswith(
+        ("text below", "math cut off", "horizontal page", "colour mode", "axe-core"))]
+        for r in reports}
+    bad = {page: found for page, found in bad.items() if found}
+    assert not bad, bad
+    assert (ROOT / "build" / "smoke" / f"accessibility-{edition}.txt").is_file()
+
+
+def test_view_checks_see_invisible_text_clipped_math_and_overflow(browser, smoke_book, tmp_path):
+    """Control: a page with text the colour of its box, grey text just under 4.5:1, a formula
+    cut off by a box that hides its overflow, and a block wider than a phone fails each check
+    in the views where it shows; the same page's good parts (dark on white, a formula that
+    scrolls in its own box, text fading into a translucent box) pass; axe-core reports the
+    serious violation (an image without alt text)."""
+    import re
+
+    head = (smoke_book / "chapters" / "intro.html").read_text(encoding="utf-8")
+    config = re.search(r"<script>window\.MathJax = .*?</script>", head).group(0)
+    mathjax = (smoke_book / "_static" / "mathjax" / "tex-chtml.js").resolve().as_uri()
+    formula = "\\(" + "+".join(f"a_{{{i}}}" for i in range(40)) + "\\)"
+    (tmp_path / "page.html").write_text(
+        f'<html lang="en"><head><title>control</title>{config}'
+        f'<script defer src="{mathjax}"></script></head><body><main>'
+        '<p style="color: #222">Good dark text on white.</p>'
+        '<div style="background: rgb(34, 40, 50)"><p style="color: rgb(34, 40, 50)">'
+        'Invisible verdict text</p></div>'
+        '<p style="color: #777">Grey text at 4.48 to 1</p>'
+        '<div style="background: rgba(0, 0, 0, .05)"><p style="color: #111">Tinted box</p></div>'
+        '<div style="width: 300px; overflow: hidden"><span class="math">' + formula
+        + '</span></div>'
+        '<div style="width: 300px"><span class="math" style="display: inline-block; '
+        'max-width: 100%; overflow-x: auto">' + formula + '</span></div>'
+        '<div style="width: 700px">a block wider than a phone</div>'
+        '<img src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">'
+        '</main></body></html>', encoding="utf-8")
+    (rep,) = bookcheck.check_pages(tmp_path)
+    for view in ("desktop", "phone", "dark"):
+        contrast = rep.low_contrast[view]
+        assert len(contrast) == 2, (view, contrast)
+        assert any("1.00:1" in c and "Invisible verdict text" in c for c in contrast)
+        assert any("4.48:1" in c and "Grey text" in c for c in contrast)
+        assert not any("Good dark" in c or "Tinted" in c for c in contrast)
+        clipped = rep.clipped_math[view]
+        assert len(clipped) == 1 and "cut off by main > div" in clipped[0], (view, clipped)
+    assert rep.page_overflow["desktop"] == [] and rep.page_overflow["dark"] == []
+    assert len(rep.page_overflow["phone"]) == 1 and "400 px viewport" in \
+        rep.page_overflow["phone"][0], rep.page_overflow
+    assert any("image-alt" in line for line in rep.axe_failing), rep.axe_failing
+    assert any(p.startswith("axe-core serious/critical") for p in rep.problems)
+
+
+def test_source_tags_carry_their_meaning_without_a_mouse(smoke_book):
+    """Every {source} tag holds its meaning as text (not only a tooltip), and every page with
+    tags opens with a legend of those it uses."""
+    from bs4 import BeautifulSoup
+
+    sys_path = ROOT / "book" / "_ext"
+    import sys
+    sys.path.insert(0, str(sys_path))
+    try:
+        from offline_book import SOURCES
+    finally:
+        sys.path.remove(str(sys_path))
+    pages = 0
+    for page in bookcheck.html_pages(smoke_book):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        main = soup.find("main") or soup
+        tags = [t for t in main.select("span.paper-source")
+                if not t.find_parent("aside", class_="source-legend")]
+        if not tags:
+            continue
+        pages += 1
+        for tag in tags:
+            key = next(c.removeprefix("source-") for c in tag["class"] if c.startswith("source-"))
+            hidden = tag.select_one(".visually-hidden")
+            assert hidden is not None and SOURCES[key] in hidden.get_text(), (page.name, tag)
+        legend = main.select_one("aside.source-legend")
+        assert legend is not None, f"{page.name}: tags but no legend"
+        used = {c.removeprefix("source-") for t in tags for c in t["class"]
+                if c.startswith("source-")}
+        listed = {c.removeprefix("source-") for t in legend.select("span.paper-source")
+                  for c in t["class"] if c.startswith("source-")}
+        assert listed == used, (page.name, listed, used)
+    assert pages >= 3, "the chapters should use {source} tags"

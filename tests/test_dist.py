@@ -2,7 +2,8 @@
 
 On the smoke build: every file of the bundle is in its manifest with a checksum that verifies,
 the archive holds the same files, every part is there (both HTML editions, wheel, assignments,
-ledger, figures named by their numbers), autograders only in the full edition; a missing part is
+ledger, figures named by their numbers), autograders only in the full edition (a local build:
+the published site is the public copy, moe_book.classroom); a missing part is
 refused by name before anything is written, and a failure during assembly leaves the previous
 bundle, never half of one.  The PDFs are optional here (``make dist`` requires them).
 """
@@ -37,15 +38,21 @@ def test_teacher_only_lines_are_cut_from_the_student_edition():
             _without_teacher_only(bad)
 
 
-def test_the_teachers_guide_links_every_notebook_and_hides_every_autograder():
+def test_the_teachers_guide_links_every_notebook_and_no_autograder():
+    """Both editions are published: the guide links every student notebook and no autograder
+    (those are built locally with `make assignments`), and says what the library gives away."""
+    from moe_book.classroom import all_secrets
+
     page = (ROOT / "book" / "teaching.md").read_text(encoding="utf-8")
     student = _without_teacher_only(page)
     for name in NAMES:
         nb = f"<_static/downloads/assignments/{name}.ipynb>"
-        zf = f"<_static/downloads/assignments/{name}-autograder.zip>"
         assert nb in student, name
-        assert zf in page and zf not in student, name
-    assert "otter run" in page and "Gradescope" in page
+        assert f"{name}-autograder.zip>" not in page, name
+        assert f"\n`{name}`\n: " in page.split("### What the library gives away")[1], name
+    assert "make assignments" in student and "otter run" in page and "Gradescope" in page
+    hidden, solution = all_secrets(ROOT / "assignments")
+    assert [s for s in hidden + solution if s in page] == []
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +83,22 @@ def test_manifest_lists_every_file_and_its_checksums_verify(bundle):
     assert packed == [f"{folder.name}/{p}" for p in on_disk]
     assert folder.name == f"moe-routing-companion-{dist.version(ROOT)}"
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]   # no leftovers
+
+
+@pytest.mark.book
+def test_the_public_bundle_holds_no_autograder_and_no_hidden_test(bundle, tmp_path):
+    from moe_book.classroom import leaks
+
+    teacher, _ = bundle
+    assert list(teacher.rglob("*-autograder.zip"))        # the teacher's bundle has them
+    folder, archive = dist.build(PROJECT, "smoke", tmp_path, pdf_optional=True, public=True)
+    assert folder.name.endswith("-public") and archive.name.endswith("-public.tar.gz")
+    assert not list(folder.rglob("*-autograder.zip"))
+    for site in ("html", "html-student"):
+        assert leaks(folder / site, ROOT / "assignments") == []
+    assert sorted(p.name for p in (folder / "assignments").rglob("*.ipynb")) == \
+        sorted(p.name for p in (teacher / "assignments").rglob("*.ipynb"))
+    assert dist.verify(folder) == [] and "public" in (folder / "README.md").read_text()
 
 
 @pytest.mark.book
@@ -229,3 +252,36 @@ def test_figures_index_writes_math_for_markdown_viewers():
     assert row == (r"| Fig. 4.2 | [boundary_mass/fig-4.2-bm-binary.svg]"
                    r"(boundary_mass/fig-4.2-bm-binary.svg) | Mass over $2wS$, sizes "
                    r"$\|\Delta_k\|$ \| ratio. |")
+
+
+def test_the_wheel_declares_the_licences_of_what_it_ships():
+    """The wheel ships data under CC BY 4.0, LGPL-2.1 and the Unicode licence besides MIT code:
+    its metadata says so (PEP 639) and carries the licence texts; it advertises no extra for
+    tooling it does not contain."""
+    import email
+    import os
+    import subprocess
+    import tomllib
+    import zipfile
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    res = subprocess.run(["make", "--no-print-directory", "wheel"], cwd=ROOT, env=env,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    wheel = ROOT / "dist" / f"moe_routing-{dist.version(ROOT)}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        info = f"moe_routing-{dist.version(ROOT)}.dist-info"
+        meta = email.message_from_bytes(zf.read(f"{info}/METADATA"))
+        names = set(zf.namelist())
+    assert meta["License-Expression"] == "MIT AND CC-BY-4.0 AND LGPL-2.1-only AND Unicode-3.0"
+    assert meta["License"] is None                       # the old free-text field, MIT alone
+    files = meta.get_all("License-File")
+    assert {Path(f).name for f in files} == {"LICENSE", "NOTICE.md", "LICENSE-LGPL-2.1.txt",
+                                             "LICENSE-Unicode-3.0.txt"}
+    assert all(f"{info}/licenses/{f}" in names for f in files), files
+    extras = set(meta.get_all("Provides-Extra"))
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras == set(declared) and not extras & {"book", "test"}, extras
+    # every shipped data file's licence text is in the wheel itself as well
+    data = "moe_routing/knowledge/sources/data/"
+    assert {f"{data}NOTICE.md", f"{data}LICENSE-LGPL-2.1.txt", f"{data}LICENSE-Unicode-3.0.txt"} <= names

@@ -104,3 +104,7 @@ def test_verdict_badges_are_readable_without_colour():
     css = (ROOT / "book" / "_static" / "companion.css").read_text(encoding="utf-8")
     for verdict in findings.VERDICT_ORDER:
         assert f"span.verdict-badge.{findings.verdict_class(verdict)}" in css
+
+
+def test_citation_of_a_project_without_a_record_says_so(tmp_path):
+    assert "no citation record" in findings.citation(tmp_path, tmp_path)

@@ -1,6 +1,8 @@
 """Where a training grid runs (moe_routing.executor): every backend gives the results
 of a serial loop, isolates a failing run, resumes an interrupted grid, and refuses a bad choice
-in one line before any run starts.
+in one line before any run starts.  The SLURM backend is tested through submitit's local
+executor (the same pickled jobs and job files, run as subprocesses of this machine); the Ray
+backend on an instance of its own, whose workers import the package it carries.
 
 The comparisons are exact: every run seeds itself and runs with one torch thread wherever it
 lands (the serial reference too), so the same CPU computes the same numbers."""
@@ -34,13 +36,18 @@ NOT_RESULTS = ("wall_s", "train_s", "cached", "provenance")
 ray_installed = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not ray_installed, reason="the ray package is not installed "
                                "(pip install 'moe_routing[ray]'); the Ray backend is untested")
+submitit_installed = importlib.util.find_spec("submitit") is not None
+needs_submitit = pytest.mark.skipif(not submitit_installed, reason="the submitit package is not "
+                                    "installed (pip install 'moe_routing[slurm]'); the SLURM "
+                                    "backend is untested")
 
 
 @pytest.fixture(autouse=True)
 def one_thread_no_env(monkeypatch):
     """One torch thread in this process (the serial reference and the thread count handed to
     workers) and no grid settings from the environment."""
-    for var in (ex.ENV_EXECUTOR, ex.ENV_WORKERS, "RAY_ADDRESS"):
+    for var in (ex.ENV_EXECUTOR, ex.ENV_WORKERS, "RAY_ADDRESS", ex.ENV_SLURM_CLUSTER,
+                ex.ENV_SLURM_FOLDER, ex.ENV_SLURM_PARAMS):
         monkeypatch.delenv(var, raising=False)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -91,12 +98,12 @@ def no_training(monkeypatch):
 
 
 @pytest.mark.parametrize("kw,env,name,words", [
-    (dict(executor="dask"), {}, "executor", "'local', 'ray'"),
+    (dict(executor="dask"), {}, "executor", "'local', 'ray', 'slurm'"),
     (dict(workers=0), {}, "workers", "integer ≥ 1"),
     (dict(workers=1.5), {}, "workers", "integer ≥ 1"),
     (dict(workers=True), {}, "workers", "integer ≥ 1"),
     (dict(workers="two"), {}, "workers", "integer ≥ 1, or auto"),
-    ({}, {ex.ENV_EXECUTOR: "slurm"}, ex.ENV_EXECUTOR, "'local', 'ray'"),
+    ({}, {ex.ENV_EXECUTOR: "dask"}, ex.ENV_EXECUTOR, "'local', 'ray', 'slurm'"),
     ({}, {ex.ENV_WORKERS: "0"}, ex.ENV_WORKERS, "integer ≥ 1"),
     ({}, {ex.ENV_WORKERS: "many"}, ex.ENV_WORKERS, "integer ≥ 1, or auto"),
 ])
@@ -140,6 +147,40 @@ def test_ray_missing_is_one_line_naming_the_extra(monkeypatch, no_training, tmp_
     msg = str(err.value)
     assert msg.startswith(f"{ex.ENV_EXECUTOR} = 'ray'") and "moe_routing[ray]" in msg
     assert "\n" not in msg
+
+
+def test_submitit_missing_is_one_line_naming_the_extra(monkeypatch, no_training, tmp_path):
+    monkeypatch.setitem(__import__("sys").modules, "submitit", None)     # import submitit fails
+    monkeypatch.setenv(ex.ENV_EXECUTOR, "slurm")
+    with pytest.raises(ValueError) as err:
+        run_grid(GRID, tmp_path, progress=False)
+    msg = str(err.value)
+    assert msg.startswith(f"{ex.ENV_EXECUTOR} = 'slurm'") and "moe_routing[slurm]" in msg
+    assert "\n" not in msg
+
+
+@needs_submitit
+@pytest.mark.parametrize("env,name,words", [
+    ({}, "executor", "sbatch on the PATH (none here)"),                 # no SLURM on this machine
+    ({ex.ENV_SLURM_CLUSTER: "pbs"}, ex.ENV_SLURM_CLUSTER, "'slurm', 'local'"),
+    ({ex.ENV_SLURM_CLUSTER: "local", ex.ENV_SLURM_PARAMS: "partition=gpu"}, ex.ENV_SLURM_PARAMS,
+     "a JSON object"),
+    ({ex.ENV_SLURM_CLUSTER: "local", ex.ENV_SLURM_PARAMS: '["gpu"]'}, ex.ENV_SLURM_PARAMS,
+     "a JSON object"),
+    ({ex.ENV_SLURM_CLUSTER: "local", ex.ENV_SLURM_PARAMS: '{"partitoin": "gpu"}'},
+     ex.ENV_SLURM_PARAMS, "parameters submitit accepts"),
+])
+def test_a_bad_slurm_setting_is_one_line_before_any_job(env, name, words, monkeypatch,
+                                                       no_training, tmp_path):
+    monkeypatch.setattr(ex.shutil, "which", lambda _cmd: None)
+    monkeypatch.setenv(ex.ENV_SLURM_FOLDER, str(tmp_path / "jobs"))
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError) as err:
+        run_grid(GRID, tmp_path, progress=False, executor="slurm")
+    msg = str(err.value)
+    assert msg.startswith(f"{name} = ") and words in msg and "\n" not in msg
+    assert not (tmp_path / "task_routing").exists() and not (tmp_path / "jobs").exists()
 
 
 # ---- sizing ---------------------------------------------------------------------------------
@@ -194,17 +235,23 @@ def interrupt_after(n: int):
 
 
 BACKENDS = [pytest.param(("local", 1), id="serial"), pytest.param(("local", 2), id="local-pool"),
-            pytest.param(("ray", 2), id="ray", marks=needs_ray)]
+            pytest.param(("ray", 2), id="ray", marks=needs_ray),
+            pytest.param(("slurm", 2), id="slurm-local", marks=needs_submitit)]
 
 
 @pytest.mark.parametrize("which", BACKENDS)
 def test_interrupted_grid_resumes_and_a_failing_run_loses_no_other(which, serial, tmp_path,
-                                                                   caplog):
+                                                                   caplog, monkeypatch):
     """Interrupted after two runs, the grid is run again with one more configuration, which
     fails: the finished runs are skipped, the rest trained, the failure listed in one error,
     and every result is the serial one.  Ray runs on an instance of run_grid's own (loopback
-    only), stopped when the grid ends, interrupted or not; its driver writes the results."""
+    only), stopped when the grid ends, interrupted or not; its driver writes the results, as
+    SLURM's does (submitit's local executor here; the jobs in flight at the interruption are
+    cancelled)."""
     executor, workers = which
+    if executor == "slurm":
+        monkeypatch.setenv(ex.ENV_SLURM_CLUSTER, "local")
+        monkeypatch.setenv(ex.ENV_SLURM_FOLDER, str(tmp_path / "jobs"))
     if executor == "ray":
         import ray
 
@@ -213,7 +260,7 @@ def test_interrupted_grid_resumes_and_a_failing_run_loses_no_other(which, serial
         run_grid(GRID, tmp_path, progress=False, executor=executor, workers=workers)
     kept = {p.stem for p in files(tmp_path)}
     # two results kept; local workers write their own, so a run in flight may have finished
-    assert len(kept) == 2 if executor == "ray" or workers == 1 else 2 <= len(kept) <= 4
+    assert len(kept) == 2 if executor in ("ray", "slurm") or workers == 1 else 2 <= len(kept) <= 4
     if executor == "ray":
         assert stop.ray_nodes == {"127.0.0.1"} and not ray.is_initialized()
 
@@ -235,8 +282,9 @@ def test_interrupted_grid_resumes_and_a_failing_run_loses_no_other(which, serial
     lines = progress_lines(caplog)
     assert len(lines) == 5 - len(kept) and sum("FAILED" in line for line in lines) == 1
     done = [line for line in lines if "FAILED" not in line]
+    d = r"(?:[\d.]+ s|\d+ min \d\d s|\d+ h \d\d min)"        # every form of ex.duration
     assert all(re.fullmatch(rf"grid: run \d of {5 - len(kept)} done \(E=\d, ce(\+router)?, "
-                            r"k=2, seed 0\) in [\d.]+ s; elapsed [\d.]+ s, ETA [\d.]+ s", line)
+                            rf"k=2, seed 0\) in {d}; elapsed {d}, ETA {d}", line)
                for line in done), done
     if executor == "ray":
         assert not ray.is_initialized()
@@ -272,3 +320,41 @@ def test_cuda_grid_sizes_one_worker_per_gpu_and_pins_them():
     assert ex.run_tasks(torch.cuda.current_device, tasks, how,
                         on_result=lambda _task, gpu: seen.append(gpu)) == []
     assert sorted(set(seen)) == list(range(min(how.workers, torch.cuda.device_count())))
+
+
+def _imported_from() -> str:
+    import moe_routing
+
+    return moe_routing.__file__
+
+
+@needs_ray
+def test_ray_workers_import_the_package_the_grid_carries(tmp_path):
+    """The Ray session of a grid passes ``runtime_env={"py_modules": [the package]}``: its
+    workers import ``moe_routing`` from Ray's copy of the driver's package (first on their
+    path), not from an installation of their own, which a cluster's node need not have."""
+    import sys
+    from pathlib import Path
+
+    import ray
+    from ray import cloudpickle                   # Ray's own copy pickles the task's arguments
+
+    import moe_routing
+
+    package = Path(moe_routing.__file__).parent
+    assert ex.ray_runtime_env()["py_modules"] == [str(package)]
+    assert not ray.is_initialized(), "a connected Ray instance would be used as it is"
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])   # _imported_from by value:
+    # the workers cannot import this test module
+    try:
+        seen = []
+        failures = ex.run_tasks(_imported_from, [ex.Task("where", "where", ())],
+                                ex.plan("ray", 1, threads=1),
+                                on_result=lambda _task, path: seen.append(Path(path)))
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert failures == [] and len(seen) == 1
+    (where,) = seen
+    assert not where.is_relative_to(package) and "py_modules" in where.as_posix(), where
+    assert where.name == "__init__.py" and where.parent.name == "moe_routing"
+    assert not ray.is_initialized()

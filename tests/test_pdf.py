@@ -13,10 +13,11 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
+import bookcheck
 import pytest
 import yaml
 
-from moe_book.pdf import CHROMIUM, pdf_path
+from moe_book.pdf import PRINT_OPTIONS, NoBrowser, PipelineError, find_chromium, pdf_path
 from moe_book.pipeline import Project
 
 pytestmark = pytest.mark.book
@@ -37,7 +38,13 @@ def words(text: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def pdfs() -> dict[str, Path]:
+def browser() -> str:
+    """A Chromium (skipped, and said so, without one; a failure under MOE_REQUIRE_BROWSER=1)."""
+    return bookcheck.chromium()
+
+
+@pytest.fixture(scope="session")
+def pdfs(browser) -> dict[str, Path]:
     """Both editions of the smoke profile, built by ``make pdf`` (which executes what is not
     executed yet); the build exits non-zero on a broken image, a network request, a formula
     MathJax cannot parse or content wider than the paper."""
@@ -138,19 +145,17 @@ def test_no_tex_reaches_the_page(pdfs):
     assert prose_tex(pdfs["full"]) == []
 
 
-def test_tex_check_sees_tex_in_prose_and_not_in_code(tmp_path):
+def test_tex_check_sees_tex_in_prose_and_not_in_code(browser, tmp_path):
     """The check above can fail: a page with TeX left in a paragraph is caught, code is not."""
     from playwright.sync_api import sync_playwright
 
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        tab = browser.new_page()
+        chromium = p.chromium.launch(executable_path=browser, args=["--no-sandbox", "--disable-gpu"])
+        tab = chromium.new_page()
         tab.set_content(r"<p>The gap is $\frac{1}{\tau}$ wide.</p>"
                         r"<pre>print(f'{x}\n', '$HOME')</pre>")
         (tmp_path / "t.pdf").write_bytes(tab.pdf(format="A4"))
-        browser.close()
+        chromium.close()
     leaks = prose_tex(tmp_path / "t.pdf")
     assert leaks and all("Mono" not in leak for leak in leaks), leaks
     assert any("frac" in leak for leak in leaks), leaks
@@ -247,3 +252,79 @@ def test_bookmarks_and_contents_point_at_the_chapters(pdfs):
             assert line.split()[-1] == str(page + 1), f"{edition}: contents line {line.strip()!r}"
         parts = [t for depth, t, _ in marks if depth == 0]
         assert any(t.startswith("Paper A") for t in parts), parts
+
+
+# --- tagged PDF, the browser ------------------------------------------------------------------
+
+def is_tagged(pdf) -> bool:
+    """A tagged PDF: a structure tree under the catalog and /MarkInfo /Marked true."""
+    root = reader(pdf).trailer["/Root"]
+    mark = root.get("/MarkInfo")
+    return "/StructTreeRoot" in root and mark is not None and bool(mark.get_object().get("/Marked"))
+
+
+def test_pdfs_are_tagged(pdfs):
+    for edition, pdf in pdfs.items():
+        assert is_tagged(pdf), f"{edition}: not a tagged PDF"
+
+
+def test_print_options_tag_the_pdf_and_finish_keeps_the_tags(browser, tmp_path):
+    """The print options tag the PDF, and the bookmarks and metadata written afterwards keep the
+    structure tree; the same page printed without ``tagged`` is not tagged (the check can fail)."""
+    from playwright.sync_api import sync_playwright
+
+    from moe_book.pdf import Meta, Printed, finish
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=browser, args=["--no-sandbox", "--disable-gpu"])
+        tab = chromium.new_page()
+        tab.set_content('<h1 id="a">Boundary mass</h1><p>The soft gate.</p>'
+                        '<figure><img alt="a red square" src="data:image/gif;base64,'
+                        'R0lGODlhAQABAIAAAP8AAP///ywAAAAAAQABAAACAkQBADs="></figure>')
+        tagged = tab.pdf(**PRINT_OPTIONS)
+        untagged = tab.pdf(**{**PRINT_OPTIONS, "tagged": False})
+        chromium.close()
+    meta = Meta("A title", "An author", "smoke", "full", "0" * 12)
+    (tmp_path / "tagged.pdf").write_bytes(
+        finish(Printed(tagged, [(1, "Boundary mass", "a")], {"a": 0}), meta))
+    (tmp_path / "untagged.pdf").write_bytes(untagged)
+    assert is_tagged(tmp_path / "tagged.pdf")
+    assert not is_tagged(tmp_path / "untagged.pdf")
+
+
+def test_chromium_env_is_honoured_and_a_bad_one_is_an_error_naming_it(tmp_path):
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if Path(chromium).exists():
+        assert find_chromium({"CHROMIUM": chromium, "PATH": ""}) == chromium
+    with pytest.raises(PipelineError, match="CHROMIUM=/path/to/nonexistent: no such file"):
+        find_chromium({"CHROMIUM": "/path/to/nonexistent", "PATH": os.environ["PATH"]})
+    plain = tmp_path / "chrome"
+    plain.write_text("not a program")
+    plain.chmod(0o644)
+    if os.access(plain, os.X_OK):           # root may execute anything: nothing to check
+        return
+    with pytest.raises(PipelineError, match="not an executable file"):
+        find_chromium({"CHROMIUM": str(plain)})
+
+
+def test_chromium_is_found_on_path_under_any_usual_name(tmp_path, monkeypatch):
+    import moe_book.pdf as pdf
+
+    monkeypatch.setattr(pdf, "_playwright_chromium", lambda: None)
+    for name in ("chromium-browser", "google-chrome-stable"):
+        folder = tmp_path / name
+        folder.mkdir()
+        exe = folder / name
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+        assert find_chromium({"PATH": str(folder)}) == str(exe)
+    with pytest.raises(NoBrowser, match="install Debian's package 'chromium'.*CHROMIUM=/path"):
+        find_chromium({"PATH": str(tmp_path / "empty")})
+
+
+def test_make_chromium_names_a_bad_chromium_in_one_line():
+    res = make("chromium", "CHROMIUM=/path/to/nonexistent")
+    assert res.returncode != 0
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [errors[0]] and "CHROMIUM=/path/to/nonexistent: no such file" in errors[0], \
+        res.stderr

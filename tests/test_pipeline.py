@@ -241,11 +241,14 @@ def test_stage_builds_toc_and_generated_pages(project):
     # the scale: this build's profile, and that the paper profile never ran here
     assert "those of the `smoke` profile" in status
     assert "has never been executed" in status and "PROFILE=paper" in status
-    # the reader's notebook: an install note first, and the injected cell holding every
-    # parameter of the run (profile included) with a local artifacts folder
+    # the reader's notebook: the Colab cell and an install note first, and the injected cell
+    # holding every parameter of the run (profile included) with a local artifacts folder
     staged = nbformat.read(out / "chapters" / "alpha.ipynb", as_version=4)
     assert "pip install" in staged.cells[0].source
     assert "remove-cell" in staged.cells[0].metadata["tags"]
+    assert [c.cell_type for c in staged.cells[:2]] == ["code", "markdown"]
+    assert staged.cells[0].metadata["tags"] == pl.COLAB_CELL_TAGS and not staged.cells[0].outputs
+    assert staged.cells[1].metadata["tags"] == ["remove-cell", "install-note"]
     injected = next(c for c in staged.cells if "injected-parameters" in c.metadata.get("tags", []))
     assert "profile = 'smoke'" in injected.source and "n = 5" in injected.source
     assert 'artifacts_dir = "artifacts/alpha"' in injected.source
@@ -336,3 +339,164 @@ def test_grid_settings_are_checked_even_when_nothing_would_run(project, monkeypa
             with pytest.raises(pl.PipelineError, match=match):
                 pl.validate(project, "smoke", "cpu")
     pl.validate(project, "smoke", "cpu")            # and nothing is left behind
+
+
+# ---- the reader's notebook on Colab ----------------------------------------------------------
+
+def _executed(source: str = "print(1)") -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source)]
+    return nb
+
+
+def _git_repo(root: Path) -> str:
+    """``root`` as a git repository with one commit of its files; returns the full commit."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c",
+           "init.defaultBranch=main"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "book"]):
+        subprocess.run([*git, *args], cwd=root, check=True, capture_output=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def run_colab_cell(source: str, monkeypatch, *, colab: bool) -> list[list[str]]:
+    """Execute the cell as a kernel would, with ``google.colab`` imported or not and pip
+    replaced by a recorder; returns the commands it would have run."""
+    import types
+
+    calls = []
+
+    def fake_run(cmd, *args, check=False, **kwargs):
+        assert check, "a failed install must stop the notebook"
+        calls.append(list(cmd))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    if colab:
+        google = types.ModuleType("google")
+        google.colab = types.ModuleType("google.colab")
+        monkeypatch.setitem(sys.modules, "google", google)
+        monkeypatch.setitem(sys.modules, "google.colab", google.colab)
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(compile(source, "colab-cell", "exec"), {"__name__": "__main__"})
+    return calls
+
+
+def test_the_colab_cell_installs_the_books_commit_on_colab_and_nothing_elsewhere(tmp_path,
+                                                                               monkeypatch):
+    from moe_book.home import parse
+    from moe_routing import __version__
+
+    root = tmp_path / "repo"
+    (root / "src" / "moe_routing").mkdir(parents=True)
+    (root / "src" / "moe_routing" / "__init__.py").write_text("X = 1\n")
+    (root / "pyproject.toml").write_text("[project]\nname = 'moe_routing'\n")
+    sha = _git_repo(root)
+    home = parse("https://github.com/owner/book")
+    requirement = pl.colab_requirement(root, home)
+    assert requirement == f"moe_routing[notebooks] @ git+https://github.com/owner/book@{sha}"
+    nb = _executed()
+    pl.reader_notebook(nb, "alpha", "default", home, requirement)
+    cell, note = nb.cells[:2]
+    assert cell.cell_type == "code" and cell.metadata["tags"] == ["remove-cell", "colab-install"]
+    assert "install-note" in note.metadata["tags"] and "cell above installs it" in note.source
+    pl.reader_notebook(nb, "alpha", "default", home, requirement)     # staged again: unchanged
+    assert len(nb.cells) == 3
+
+    assert run_colab_cell(cell.source, monkeypatch, colab=False) == []          # a no-op
+    assert run_colab_cell(cell.source, monkeypatch, colab=True) == [
+        [sys.executable, "-m", "pip", "install", "--quiet", requirement]]
+    # an older library left installed is one clear error, not a silent mismatch
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda _name: "0.0.1")
+    with pytest.raises(RuntimeError, match=f"0.0.1 is installed, not {__version__}"):
+        run_colab_cell(cell.source, monkeypatch, colab=True)
+
+
+def test_the_colab_cell_falls_back_to_the_books_wheel(tmp_path, monkeypatch):
+    """A library with uncommitted changes is not its commit: the site's wheel (built from the
+    working tree) is installed; without a home, the wheel uploaded beside the notebook."""
+    from moe_book.home import parse
+    from moe_routing import __version__
+
+    wheel = f"moe_routing-{__version__}-py3-none-any.whl"
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "mod.py").write_text("X = 1\n")
+    _git_repo(root)
+    (root / "src" / "mod.py").write_text("X = 2\n")
+    home = parse("https://github.com/Owner/book")
+    assert pl.colab_requirement(root, home) == \
+        f"moe_routing[notebooks] @ https://owner.github.io/book/_static/downloads/{wheel}"
+    assert pl.colab_requirement(tmp_path / "not-a-repo", home).endswith(f"/_static/downloads/{wheel}")
+    monkeypatch.setenv("GITHUB_SHA", "a" * 40)              # a CI checkout git cannot read
+    assert pl.colab_requirement(tmp_path / "not-a-repo", home) == \
+        f"moe_routing[notebooks] @ git+https://github.com/Owner/book@{'a' * 40}"
+
+    nb = _executed()
+    pl.reader_notebook(nb, "alpha", "default", None, pl.colab_requirement(root, None))
+    source = nb.cells[0].source
+    assert run_colab_cell(source, monkeypatch, colab=False) == []
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RuntimeError, match=f"{wheel} is not beside this notebook"):
+        run_colab_cell(source, monkeypatch, colab=True)
+    (tmp_path / wheel).write_bytes(b"")
+    assert run_colab_cell(source, monkeypatch, colab=True) == [
+        [sys.executable, "-m", "pip", "install", "--quiet", f"{wheel}[notebooks]"]]
+
+
+def test_stage_offers_the_built_pdfs_and_the_version_in_the_footer(project):
+    """The PDFs of ``make pdf`` are copied beside the HTML and linked from the introduction
+    (substitution ``pdf_editions``); the student edition offers its own PDF only.  The footer
+    states the library's version."""
+    import yaml
+
+    from moe_book.pdf import pdf_path
+    from moe_routing import __version__
+
+    (project.book_dir / "_config.yml").write_text(
+        "title: T\nhtml:\n  extra_footer: '<p>Version {version}</p>'\nparse:\n"
+        "  myst_enable_extensions: [substitution]\n")
+    (project.book_dir / "_toc.yml").write_text("format: jb-book\nroot: chapters/alpha\n")
+    real = Path(__file__).resolve().parents[1]
+    (project.root / "CITATION.cff").write_text((real / "CITATION.cff").read_text())
+    (project.book_dir / "references.bib").write_text((real / "book" / "references.bib").read_text())
+    out = pl.stage(project, "smoke")
+    cfg = yaml.safe_load((out / "_config.yml").read_text())
+    assert cfg["html"]["extra_footer"] == f"<p>Version {__version__}</p>"
+    assert "make pdf" in cfg["parse"]["myst_substitutions"]["pdf_editions"]
+    assert not list((out / "_static" / "downloads").glob("*.pdf"))
+    for edition in ("full", "student"):
+        pdf_path(project, "smoke", edition).parent.mkdir(parents=True, exist_ok=True)
+        pdf_path(project, "smoke", edition).write_bytes(b"%PDF-1.4 " + edition.encode())
+    full, student = (pdf_path(project, "smoke", e).name for e in ("full", "student"))
+    for edition, offered in (("full", {full, student}), ("student", {student})):
+        out = pl.stage(project, "smoke", edition)
+        assert {p.name for p in (out / "_static" / "downloads").glob("*.pdf")} == offered
+        text = yaml.safe_load((out / "_config.yml").read_text())["parse"]["myst_substitutions"][
+            "pdf_editions"]
+        assert all(f"/_static/downloads/{n}>" in text for n in offered)
+        assert (full in text) == (edition == "full"), text
+    pdf_path(project, "smoke", "full").unlink()              # gone from the build: gone here
+    out = pl.stage(project, "smoke")
+    assert {p.name for p in (out / "_static" / "downloads").glob("*.pdf")} == {student}
+
+
+@pytest.mark.parametrize("executor,package", [("ray", "ray"), ("SLURM", "submitit")])
+def test_a_grid_backend_without_its_package_is_refused_before_anything_runs(executor, package,
+                                                                          monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == package else real(name, *a))
+    with pytest.raises(pl.PipelineError) as err:
+        pl.check_grid_settings({"MOE_GRID_EXECUTOR": executor})
+    msg = str(err.value)
+    assert f"= {executor!r} needs the {package} package" in msg
+    assert f"moe_routing[{executor.lower()}]" in msg
+    pl.check_grid_settings({"MOE_GRID_EXECUTOR": "local"})          # needs nothing
+    with pytest.raises(pl.PipelineError, match="'dask' is not allowed; accepted: local, ray, slurm"):
+        pl.check_grid_settings({"MOE_GRID_EXECUTOR": "dask"})

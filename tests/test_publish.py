@@ -65,3 +65,39 @@ def test_make_publish_pushes_the_html_to_gh_pages(tmp_path):
                          text=True)
     assert res.returncode != 0 and "no built book" in res.stderr
     shutil.rmtree(empty)
+
+
+def test_make_publish_leaves_autograders_out_and_refuses_a_leaking_site(tmp_path):
+    """The full edition built locally offers the autograder zips; the pushed site must not hold
+    them, and a site in which a hidden test or a solution shows is refused, nothing pushed."""
+    from moe_book.classroom import all_secrets
+
+    site = tmp_path / "html"
+    offered = site / "_static" / "downloads" / "assignments"
+    offered.mkdir(parents=True)
+    (site / "index.html").write_text("<html><body>the book</body></html>")
+    (offered / "load_balancing.ipynb").write_text('{"cells": []}')
+    (offered / "load_balancing-autograder.zip").write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    remote = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(remote))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    env.update(GIT_COMMITTER_NAME="test", GIT_COMMITTER_EMAIL="test@example.org")
+
+    def publish():
+        return subprocess.run(["make", "--no-print-directory", "publish", f"REMOTE={remote}",
+                               f"PUBLISH_DIR={site}"], cwd=ROOT, env=env, capture_output=True,
+                              text=True)
+
+    res = publish()
+    assert res.returncode == 0, res.stdout + res.stderr
+    tree = set(git("ls-tree", "-r", "--name-only", "gh-pages", cwd=remote).split())
+    assert tree == {".nojekyll", "index.html", "_static/downloads/assignments/load_balancing.ipynb"}
+    assert (offered / "load_balancing-autograder.zip").is_file()     # the build is not touched
+    head = git("rev-parse", "gh-pages", cwd=remote)
+    hidden, _ = all_secrets(ROOT / "assignments")
+    (site / "teaching.html").write_text(f"<html><body><pre><span>def</span> "
+                                        f"<span>{hidden[0]}</span>()</pre></body></html>")
+    res = publish()
+    assert res.returncode != 0, res.stdout
+    assert f"teaching.html: hidden test(s) {hidden[0]}" in res.stderr, res.stderr
+    assert git("rev-parse", "gh-pages", cwd=remote) == head          # nothing pushed

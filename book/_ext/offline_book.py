@@ -4,13 +4,24 @@
 paper's abstract), ``summary`` (the summaries of the paper the book was given), ``secondary``
 (a secondary reading digest, unverified) or ``ours`` (the book's own construction, constant or
 reading). It renders as a small bracketed tag with an explanatory tooltip; any other value is an
-error, so the build (run with warnings as errors) fails on a typo.
+error, so the build (run with warnings as errors) fails on a typo. A tooltip needs a mouse, so
+the meaning is also reachable without one: each tag carries it as visually hidden text (read by
+screen readers after the tag), and every page that uses tags opens with a visible legend of the
+tags it uses (:func:`_source_legend`), which keyboard and touch readers see.
+
+Formulas that scroll: on a narrow screen a display formula (and a long inline one) is wider
+than its column and scrolls sideways inside its own box (``book/_static/companion.css``);
+``_static/moe-scroll.js``, added to every page, marks such a box with the side that has more
+(a shadow there is the cue to scroll) and makes it reachable with the keyboard (``tabindex``).
 
 Self-contained build:
 
 Jupyter Book 1.x always loads ``sphinx_thebe``, whose page setup is included twice by the
 theme (a JavaScript error, ``THEBE_JS_URL`` declared twice) and names a remote script. Launch
 buttons of the theme are off in this book, so thebe is removed from every page.
+
+Bibliography: its entries are given the list-item role of the list that holds them
+(:func:`_citation_roles`).
 
 Launch menu: when the book has a home (``moe_launch`` in the Sphinx configuration, written by
 ``moe_book.home`` from ``BOOK_REPOSITORY_URL``), every chapter page gets a launch menu of two
@@ -37,8 +48,34 @@ def source_role(name, rawtext, text, lineno, inliner, options=None, content=None
         msg = inliner.reporter.error(
             f"{{source}}`{key}`: unknown source; accepted: {', '.join(SOURCES)}", line=lineno)
         return [inliner.problematic(rawtext, rawtext, msg)], [msg]
-    html = (f'<span class="paper-source source-{key}" title="{SOURCES[key]}">[{key}]</span>')
+    html = (f'<span class="paper-source source-{key}" title="{SOURCES[key]}">[{key}]'
+            f'<span class="visually-hidden"> ({SOURCES[key]})</span></span>')
     return [nodes.raw(rawtext, html, format="html")], []
+
+
+LEGEND_MARK = 'class="paper-source source-'
+
+
+def _source_legend(app, doctree, docname):
+    """A legend at the top of a page that uses ``{source}`` tags: each tag it uses and what it
+    means, in the order of :data:`SOURCES` (a tooltip alone is out of reach of a keyboard or a
+    touch screen)."""
+    used = set()
+    for raw in doctree.findall(nodes.raw):
+        text = raw.astext()
+        if LEGEND_MARK in text:
+            used.update(k for k in SOURCES if f"{LEGEND_MARK}{k}" in text)
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if not used or section is None:
+        return
+    items = "".join(f'<li><span class="paper-source source-{k}">[{k}]</span> '
+                    f'{SOURCES[k].split(": ", 1)[1]}</li>' for k in SOURCES if k in used)
+    legend = (f'<aside class="source-legend" aria-label="Source tags on this page">'
+              f'<p class="source-legend-title">Source tags on this page</p>'
+              f'<ul>{items}</ul></aside>')
+    title = next(iter(section.findall(nodes.title)), None)
+    at = section.index(title) + 1 if title is not None and title.parent is section else 0
+    section.insert(at, nodes.raw("", legend, format="html"))
 
 
 def _drop_thebe(app, pagename, templatename, context, doctree):
@@ -50,6 +87,16 @@ def _drop_thebe(app, pagename, templatename, context, doctree):
     for key in ("script_files", "css_files"):
         if key in context:
             context[key] = [a for a in context[key] if not is_thebe(a)]
+
+
+def _citation_roles(app, pagename, templatename, context, doctree):
+    """The bibliography's entries as list items of their list. Docutils writes the citations as
+    ``<div role="list">`` holding ``<div role="doc-biblioentry">``: a role that DPUB-ARIA 1.1
+    deprecated and that is not a list item, so a screen reader is told of a list with no items
+    (axe-core: aria-required-children, critical)."""
+    body = context.get("body")
+    if body and 'role="doc-biblioentry"' in body:
+        context["body"] = body.replace('role="doc-biblioentry"', 'role="listitem"')
 
 
 def _launch_menu(app, pagename, templatename, context, doctree):
@@ -70,7 +117,10 @@ def _launch_menu(app, pagename, templatename, context, doctree):
 
 def setup(app):
     app.add_role("source", source_role)
+    app.connect("doctree-resolved", _source_legend)
+    app.add_js_file("moe-scroll.js", loading_method="defer")
     app.add_config_value("moe_launch", None, "html")
     app.connect("html-page-context", _drop_thebe, priority=900)
     app.connect("html-page-context", _launch_menu, priority=502)
+    app.connect("html-page-context", _citation_roles)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -17,7 +17,24 @@ Backends (``executor``):
   instance is started on this machine, listening on the loopback interface only, without a
   dashboard, usage reporting or log forwarding, and shut down when the grid ends.  An instance
   the caller started (``ray.init()`` or :func:`ray_session`) is used and left running.  Results
-  travel back to the driver as values: the nodes need not share a file system.
+  travel back to the driver as values: the nodes need not share a file system.  Every task
+  carries this very ``moe_routing`` package in its ``runtime_env`` (:func:`ray_runtime_env`):
+  a node of a cluster that does not have the library, or has another version of it, runs the
+  driver's code (an instance the caller started gets it with
+  ``ray.init(runtime_env=ray_runtime_env())``: Ray uploads a local package at the job level
+  only).
+* ``slurm`` -- every task a SLURM job submitted through ``submitit`` (the ``slurm`` extra),
+  asking for ``threads`` CPUs (and a GPU when the runs' device is ``cuda``; ``auto`` runs
+  where the job lands, on the CPU without a GPU request), at most ``workers`` in the queue at once
+  (``None``: all of them).  Jobs run the driver's Python (``sys.executable``) on the nodes, so
+  the environment and the job folder (``MOE_SLURM_FOLDER``, default
+  ``~/.cache/moe_routing/submitit``) must be on a file system the nodes share -- the usual
+  set-up of a SLURM cluster.  ``MOE_SLURM_PARAMS`` (a JSON object, e.g.
+  ``{"slurm_partition": "gpu", "timeout_min": 240}``) is handed to
+  ``submitit.AutoExecutor.update_parameters``; ``MOE_SLURM_CLUSTER=local`` runs the same jobs
+  with submitit's local executor (subprocesses of this machine, the same pickled calls and job
+  files), which is how the backend is tested without a cluster.  Results travel back to the
+  driver, which writes them.
 
 ``workers`` and ``executor`` left ``None`` are read from ``MOE_GRID_WORKERS`` and
 ``MOE_GRID_EXECUTOR`` (``make execute EXECUTOR=ray WORKERS=2`` sets them); every value, given or
@@ -36,12 +53,15 @@ finished before is kept by the caller, so the rerun skips it.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import shutil
 import socket
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urlsplit
 
@@ -50,7 +70,7 @@ from .validation import choice, fail, integer, require
 log = logging.getLogger(__name__)
 
 #: the backends, the first the default
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "ray", "slurm")
 #: environment variables read when ``executor`` / ``workers`` are None
 ENV_EXECUTOR = "MOE_GRID_EXECUTOR"
 ENV_WORKERS = "MOE_GRID_WORKERS"
@@ -58,6 +78,17 @@ ENV_WORKERS = "MOE_GRID_WORKERS"
 CONNECT_TIMEOUT_S = 3.0
 #: Ray's default ports: the GCS of ``ray start --head`` and the Ray Client server
 RAY_GCS_PORT, RAY_CLIENT_PORT = 6379, 10001
+#: the ``slurm`` backend's settings (environment variables, read and checked by :func:`plan`)
+ENV_SLURM_CLUSTER = "MOE_SLURM_CLUSTER"
+ENV_SLURM_FOLDER = "MOE_SLURM_FOLDER"
+ENV_SLURM_PARAMS = "MOE_SLURM_PARAMS"
+#: submitit's executors the backend may use: a SLURM cluster, or its local stand-in
+SLURM_CLUSTERS = ("slurm", "local")
+#: a job's time limit unless ``MOE_SLURM_PARAMS`` sets ``timeout_min``: submitit's own default
+#: (minutes) would kill a long training run; SLURM still caps it at the partition's limit
+SLURM_TIMEOUT_MIN = 12 * 60
+#: seconds between two looks at the jobs in flight (submitit throttles its ``sacct`` calls)
+SLURM_POLL_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -96,6 +127,16 @@ class GridError(RuntimeError):
 
 # ----------------------------------------------------------------------------- choosing a backend
 @dataclass(frozen=True)
+class SlurmSettings:
+    """Where the ``slurm`` backend submits: submitit's ``cluster`` (``slurm`` or ``local``), the
+    job folder, and the extra parameters for ``AutoExecutor.update_parameters``."""
+
+    cluster: str = "slurm"
+    folder: str = ""
+    params: dict = field(default_factory=dict, hash=False, compare=True)
+
+
+@dataclass(frozen=True)
 class Plan:
     """Where a grid runs: the backend, the number of tasks at once (``None``: as many as the
     Ray cluster schedules), the torch threads of each, whether they run on CUDA (for Ray:
@@ -107,10 +148,13 @@ class Plan:
     cuda: bool = False
     auto_device: bool = False
     ray_address: str | None = None
+    slurm: SlurmSettings | None = None
 
     def describe(self) -> str:
         where = (f"Ray at {self.ray_address}" if self.ray_address
-                 else "Ray" if self.executor == "ray" else "local processes")
+                 else "Ray" if self.executor == "ray"
+                 else f"SLURM jobs ({self.slurm.cluster} executor of submitit, job files in "
+                      f"{self.slurm.folder})" if self.executor == "slurm" else "local processes")
         n = "as many as fit" if self.workers is None else str(self.workers)
         return (f"{where}: {n} at once × {self.threads} torch thread"
                 f"{'s' if self.threads != 1 else ''}" + (" on CUDA" if self.cuda else ""))
@@ -153,7 +197,9 @@ def plan(executor: str | None = None, workers: int | str | None = None, *,
     ``local`` and automatic sizing (a bad value names the variable it came from).  ``threads``
     is each task's torch thread count (default: the caller's); ``devices`` the requested
     devices of the tasks (``cpu``/``cuda``/``auto``), which decide whether they run on CUDA.
-    For Ray, the package must be importable and ``RAY_ADDRESS``, when set, reachable."""
+    For Ray, the package must be importable and ``RAY_ADDRESS``, when set, reachable; for
+    SLURM, submitit importable, ``sbatch`` on the PATH (unless ``MOE_SLURM_CLUSTER=local``) and
+    ``MOE_SLURM_PARAMS`` parameters that submitit accepts."""
     import torch
 
     from .runtime import resolve_device
@@ -175,6 +221,10 @@ def plan(executor: str | None = None, workers: int | str | None = None, *,
         if n is None:
             n = max(1, torch.cuda.device_count()) if cuda else max(1, cpu_cores() // threads)
         return Plan("local", n, threads, cuda)
+    if executor == "slurm":
+        _import_submitit(name)
+        return Plan("slurm", n, threads, "cuda" in devices, "auto" in devices,
+                    slurm=_slurm_settings(name))
     _import_ray(name)
     address = _ray_address()
     # on a cluster CUDA is decided where the tasks run (``cuda`` requested, or ``auto`` on GPUs)
@@ -188,6 +238,43 @@ def _import_ray(name: str = "executor"):
         fail(name, "ray", f"'local' here: the ray package is not importable ({e}); install it "
                           "with pip install 'moe_routing[ray]'")
     return ray
+
+
+def _import_submitit(name: str = "executor"):
+    try:
+        import submitit
+    except ImportError as e:
+        fail(name, "slurm", f"'local' here: the submitit package is not importable ({e}); install "
+                            "it with pip install 'moe_routing[slurm]'")
+    return submitit
+
+
+def _slurm_settings(name: str = "executor") -> SlurmSettings:
+    """The ``slurm`` backend's settings from the environment, each checked (a bad value names
+    its variable): the cluster (``slurm`` needs ``sbatch`` on the PATH), the job folder, the
+    extra parameters (a JSON object)."""
+    cluster = (_env(ENV_SLURM_CLUSTER) or "slurm").lower()
+    require(cluster in SLURM_CLUSTERS, ENV_SLURM_CLUSTER, _env(ENV_SLURM_CLUSTER),
+            "one of " + ", ".join(map(repr, SLURM_CLUSTERS)) + " (submitit's local executor)")
+    if cluster == "slurm" and shutil.which("sbatch") is None:
+        fail(name, "slurm", f"a machine with SLURM's sbatch on the PATH (none here), or "
+                                  f"{ENV_SLURM_CLUSTER}=local to run the jobs with submitit's "
+                                  "local executor")
+    folder = Path(_env(ENV_SLURM_FOLDER) or "~/.cache/moe_routing/submitit").expanduser()
+    raw = _env(ENV_SLURM_PARAMS)
+    try:
+        params = {} if raw is None else json.loads(raw)
+    except json.JSONDecodeError:
+        params = None
+    require(isinstance(params, dict), ENV_SLURM_PARAMS, raw,
+            'a JSON object of submitit parameters, e.g. {"slurm_partition": "gpu", '
+            '"timeout_min": 240}')
+    settings = SlurmSettings(cluster, str(folder.resolve()), params)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:    # the parameters checked before any job
+        _slurm_executor(_import_submitit(name), Path(scratch), settings, 1, False)
+    return settings
 
 
 def _ray_address() -> str | None:
@@ -363,6 +450,8 @@ def run_tasks(fn: Callable, tasks: Sequence[Task], how: Plan,
     try:
         if how.executor == "ray":
             _run_ray(fn, tasks, how, finish, bar.ready)
+        elif how.executor == "slurm":
+            _run_slurm(fn, tasks, how, finish, bar.ready)
         elif min(how.workers or 1, len(tasks)) == 1:
             for task in tasks:
                 finish(task, _call(fn, task.args, None))
@@ -411,13 +500,14 @@ def ray_session(workers: int | None = None, threads: int | None = None) -> Itera
     cluster at ``RAY_ADDRESS`` when set, otherwise a new instance on this machine (loopback
     only, ``workers × threads`` CPUs, or all cores) that is shut down at the end.  Yields
     whether this call started it.  Wrap several :func:`run_grid` calls in one session to pay
-    Ray's start-up (seconds) once."""
+    Ray's start-up (seconds) once.  A session started here carries the package to its workers
+    (``runtime_env``, :func:`ray_runtime_env`)."""
     ray = _import_ray()
     if ray.is_initialized():
         yield False
         return
     address = _ray_address()
-    common = dict(log_to_driver=False, configure_logging=False)
+    common = dict(log_to_driver=False, configure_logging=False, runtime_env=ray_runtime_env())
     if address is not None:
         ray.init(address=address, **common)
         try:
@@ -458,6 +548,21 @@ def ray_session(workers: int | None = None, threads: int | None = None) -> Itera
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def ray_runtime_env() -> dict:
+    """The ``runtime_env`` of every Ray task of a grid: this ``moe_routing`` package, uploaded
+    by the driver and put first on the workers' ``sys.path``.
+
+    A grid's runs must be computed by the driver's code (its training cache keys the results by
+    that code), and a cluster's nodes are often bare Python environments: carrying the package
+    (3-4 MB, its data files included; ``__pycache__`` left out) makes both hold on any node,
+    with or without an installed library.  Ray caches the upload by content, so a grid pays it
+    once.  The library's dependencies (torch, numpy, ...) must be on the nodes.  Ray uploads a
+    local folder only for a whole job (``ray.init(runtime_env=...)``), not for one task: a
+    session of :func:`ray_session` passes it; a caller's own ``ray.init`` should too."""
+    package = Path(__file__).resolve().parent
+    return {"py_modules": [str(package)], "excludes": ["__pycache__/", "*.pyc"]}
 
 
 def _run_ray(fn, tasks: list[Task], how: Plan, finish, ready) -> None:
@@ -501,3 +606,55 @@ def _run_ray(fn, tasks: list[Task], how: Plan, finish, ready) -> None:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref, force=True)
             raise
+
+
+# ----------------------------------------------------------------------------- SLURM (submitit)
+def _slurm_executor(submitit, folder: Path, s: SlurmSettings, threads: int, cuda: bool):
+    """submitit's executor for ``s`` with the jobs' resources: one task on one node with the
+    caller's torch threads as CPUs, a GPU on CUDA, the backend's time limit; ``s.params`` last
+    (they override).  A parameter submitit refuses names ``MOE_SLURM_PARAMS``."""
+    executor = submitit.AutoExecutor(folder=Path(folder) / "%j", cluster=s.cluster)
+    params = {"name": "moe_routing-grid", "timeout_min": SLURM_TIMEOUT_MIN,
+              "cpus_per_task": threads, "gpus_per_node": 1 if cuda else 0,
+              "tasks_per_node": 1, "nodes": 1, **s.params}
+    try:
+        executor.update_parameters(**params)
+    except (ValueError, TypeError, NameError) as e:
+        fail(ENV_SLURM_PARAMS, json.dumps(s.params), f"parameters submitit accepts ({one_line(e)})")
+    return executor
+
+
+def _run_slurm(fn, tasks: list[Task], how: Plan, finish, ready) -> None:
+    """Each task a submitit job; at most ``how.workers`` in flight (``None``: all submitted at
+    once, the scheduler queues them).  A job that SLURM kills (time limit, memory, node lost)
+    fails its task only; an interruption cancels the jobs in flight."""
+    submitit = _import_submitit()
+    s = how.slurm or SlurmSettings()
+    folder = Path(s.folder) if s.folder else Path("~/.cache/moe_routing/submitit").expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    executor = _slurm_executor(submitit, folder, s, how.threads, how.cuda)
+    ready()
+    at_once = how.workers or len(tasks)
+    queue, running = list(tasks), {}
+    try:
+        while queue or running:
+            while queue and len(running) < at_once:
+                t = queue.pop(0)
+                running[id(t)] = (executor.submit(_call, fn, t.args, how.threads), t)
+            done = [k for k, (job, _) in running.items() if job.done()]
+            if not done:
+                time.sleep(SLURM_POLL_S)
+                continue
+            for k in done:
+                job, task = running.pop(k)
+                try:
+                    out = job.result()
+                except Exception as e:           # noqa: BLE001 -- the job itself failed
+                    out = (False, f"SLURM job {job.job_id} did not finish ({one_line(e)})", 0.0,
+                           str(e))
+                finish(task, out)
+    except BaseException:
+        for job, _ in running.values():
+            with contextlib.suppress(Exception):
+                job.cancel(check=False)
+        raise

@@ -17,17 +17,27 @@ SOLUTION`` / ``# BEGIN TESTS`` blocks, hidden tests marked ``hidden: true``).  F
 
 Only ``otter run`` is used for grading here: ``otter grade`` needs docker, which classrooms and
 CI machines often lack.  ``otter run`` executes the submitted notebook in the Python environment
-that runs it, so in the book's environment the hidden tests import ``moe_routing`` (the
-reference implementations) from there.
+that runs it.  The hidden tests carry their own reference computations (a loop over the
+definition, a closed form with scipy) rather than importing ``moe_routing``: the students'
+environment holds the library, so whatever it ships as a reference is an answer they can import
+(book/teaching.md says, assignment by assignment, what it still gives away).
 
 Every autograder zip is also **self-contained** for a grader that builds its own environment
 from the zip (Gradescope, ``otter grade``): the library's wheel (``make wheel``) is bundled under
 ``files/wheels/`` (the config cell's ``autograder_files: [wheels]``), and the config's
-``requirements: requirements.txt`` -- written here, next to the master notebook -- names that
-wheel and the numerical stack pinned to the lock's releases.  otter 7 puts these lines into the
-zip's ``environment.yml``; its ``setup.sh`` creates the environment with ``mamba env create -f
-<autograder>/source/environment.yml``, which runs pip in the folder of that file, the folder the
-zip is unpacked into: hence the wheel's path relative to it, ``./files/wheels/<wheel>``.
+``requirements: requirements.txt`` -- written here, next to the master notebook -- names what
+the assignment's code imports (:func:`imported_modules`, read from every code cell of the
+source, tests included): the wheel when it imports ``moe_routing``, and the lock's release series
+of torch, numpy and scipy for those it needs (:func:`requirements_for`).  An assignment that
+never imports torch (nor the library, which depends on it) installs no torch: on Linux PyPI's
+torch is a CUDA build with about 3 GB of NVIDIA wheels.  One that does names
+``--extra-index-url TORCH_INDEX`` (the environment variable the Makefile passes; by default
+PyTorch's CPU index) and pins the CPU build with its local label, ``torch==2.13.0+cpu``, which
+only that index serves, so the grader cannot fall back on PyPI's CUDA build.  otter 7 puts these
+lines into the zip's ``environment.yml``; its ``setup.sh`` creates the environment with
+``mamba env create -f <autograder>/source/environment.yml``, which runs pip in the folder of that
+file, the folder the zip is unpacked into: hence the wheel's path relative to it,
+``./files/wheels/<wheel>``.
 
 A build is reused while its inputs are unchanged (:func:`ensure_built`, what the book's staging
 calls): the source, the wheel, the pins, otter's version and this module.
@@ -36,9 +46,11 @@ calls): the source, the wheel, the pins, otter's version and this module.
 from __future__ import annotations
 
 import argparse
+import ast
 import fcntl
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -62,9 +74,91 @@ DEFAULT_OUT = ROOT / "build" / "assignments"
 # The folder of the master notebook that the config cells' ``autograder_files`` name; otter puts
 # it into the zip as files/wheels/.
 WHEELS = "wheels"
-# The libraries the notebooks and hidden tests use, pinned to the lock's release series (a
+# The libraries the notebooks and hidden tests may use, pinned to the lock's release series (a
 # grader's environment then computes what the book's does; patch releases may differ).
 PINNED = ("torch", "numpy", "scipy")
+# What each importable top-level module costs the grader: its distributions among PINNED (the
+# library's wheel depends on all three). otter is the grader's own; the standard library is there.
+NEEDS = {"torch": ("torch",), "numpy": ("numpy",), "scipy": ("numpy", "scipy"),
+         "moe_routing": PINNED, "otter": ()}
+LIBRARY = "moe_routing"
+# Where the autograder's torch comes from (the Makefile passes its TORCH_INDEX): graders are CPU
+# machines, so PyTorch's CPU index by default; empty means PyPI's torch.
+DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def torch_index() -> str:
+    """The index of the autograders' torch: ``$TORCH_INDEX`` when set (empty: PyPI), else
+    :data:`DEFAULT_TORCH_INDEX`."""
+    index = os.environ.get("TORCH_INDEX", DEFAULT_TORCH_INDEX).strip()
+    if index and not re.match(r"(https?|file)://\S+$", index):
+        raise ValueError(f"TORCH_INDEX={index!r}; accepted: an index URL such as "
+                         f"{DEFAULT_TORCH_INDEX}, or empty for PyPI's torch")
+    return index.rstrip("/")
+
+
+def source_code_cells(text: str) -> list[str]:
+    """The code of every ``{code-cell}`` of a MyST assignment source (solutions and tests)."""
+    return re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```\s*$", text, re.S | re.M)
+
+
+def imported_modules(cells: list[str]) -> set[str]:
+    """Top-level names of the modules that ``cells`` (Python source, IPython magics ignored)
+    import, the standard library left out; a cell that does not parse is an error."""
+    found: set[str] = set()
+    for i, cell in enumerate(cells):
+        code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                          for line in cell.splitlines())
+        try:
+            tree = ast.parse(code)
+        except SyntaxError as exc:
+            raise ValueError(f"code cell {i} does not parse ({exc.msg}, line {exc.lineno}): "
+                             f"{cell.strip().splitlines()[0] if cell.strip() else ''!r}") from None
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return {m for m in found if m not in sys.stdlib_module_names}
+
+
+def requirements_for(modules: set[str], wheel_name: str, lock: Path = ROOT / "requirements.lock",
+                     index: str | None = None) -> list[str]:
+    """The autograder's pip lines for an assignment importing ``modules``: the bundled wheel when
+    it imports the library, then (when torch is needed) ``--extra-index-url`` and the exact torch
+    build of that index, then the lock's series of numpy and scipy as needed.  A module the grader
+    could not install is an error naming it."""
+    unknown = sorted(m for m in modules if m not in NEEDS)
+    if unknown:
+        raise ValueError(f"the assignment imports {unknown}, which its autograder does not "
+                         f"install; accepted: the standard library and {sorted(NEEDS)}")
+    needed = {d for m in modules for d in NEEDS[m]}
+    series = dict(zip(PINNED, pins(lock)))
+    lines = [f"./files/{WHEELS}/{wheel_name}"] if LIBRARY in modules else []
+    index = torch_index() if index is None else index.rstrip("/")
+    for dist in PINNED:
+        if dist not in needed:
+            continue
+        if dist == "torch" and index:
+            lines.append(f"--extra-index-url {index}")
+            label = re.search(r"download\.pytorch\.org/whl/([A-Za-z0-9.]+)$", index)
+            exact = _lock_version("torch", lock)
+            # the local label (+cpu, +cu128) is the build only that index serves: pip then
+            # cannot pick PyPI's build of the same release (a requirement without a label
+            # matches both, and resolves to the highest)
+            lines.append(f"torch=={exact}+{label.group(1)}" if label else series[dist])
+        else:
+            lines.append(series[dist])
+    return lines
+
+
+def _lock_version(name: str, lock: Path) -> str:
+    for line in Path(lock).read_text(encoding="utf-8").splitlines():
+        m = re.fullmatch(rf"{re.escape(name)}==([^\s+;]+)(?:\+\S+)?", line.strip(), re.I)
+        if m:
+            return m.group(1)
+    raise ValueError(f"{lock} pins no version of {name!r}; accepted: a lock with a "
+                     f"'{name}==X.Y.Z' line")
 
 
 def available(sources: Path = HERE) -> list[str]:
@@ -93,29 +187,41 @@ def pins(lock: Path = ROOT / "requirements.lock") -> list[str]:
     return [found[p] for p in PINNED]
 
 
-def requirements_text(wheel_name: str, pinned: list[str]) -> str:
-    """The autograder's requirements: the bundled wheel (path relative to the folder the zip is
-    unpacked into, where otter's setup.sh runs pip) and the pinned numerical stack."""
-    return ("# written by moe_book.assignments: the bundled library, then its numerical stack\n"
-            + "\n".join([f"./files/{WHEELS}/{wheel_name}", *pinned]) + "\n")
+def requirements_text(lines: list[str]) -> str:
+    """The autograder's requirements file (:func:`requirements_for`): the bundled wheel's path is
+    relative to the folder the zip is unpacked into, where otter's setup.sh runs pip."""
+    return ("# written by moe_book.assignments from what the assignment imports\n"
+            + "\n".join(lines) + "\n")
 
 
-def self_contained_problems(autograder_zip: Path, wheel_name: str) -> list[str]:
-    """What keeps the zip from installing its own needs: the wheel missing from files/wheels/,
-    or the environment.yml's pip list not naming it (empty list: self-contained)."""
-    problems = []
+def zip_pip_list(autograder_zip: Path) -> list[str]:
+    """The pip entries of the zip's environment.yml (what a grader installs)."""
     with zipfile.ZipFile(autograder_zip) as zf:
         names = set(zf.namelist())
-        if f"files/{WHEELS}/{wheel_name}" not in names:
-            problems.append(f"the zip does not bundle files/{WHEELS}/{wheel_name}")
         env = yaml.safe_load(zf.read("environment.yml")) if "environment.yml" in names else {}
-    pip = next((d["pip"] for d in (env or {}).get("dependencies", []) if isinstance(d, dict)
-                and "pip" in d), [])
-    if f"./files/{WHEELS}/{wheel_name}" not in pip:
-        problems.append(f"environment.yml does not install the bundled wheel: pip list {pip}")
-    unpinned = [p for p in PINNED if not any(str(x).startswith(f"{p}==") for x in pip)]
-    if unpinned:
-        problems.append(f"environment.yml does not pin {unpinned}: pip list {pip}")
+    return [str(x) for x in next((d["pip"] for d in (env or {}).get("dependencies", [])
+                                  if isinstance(d, dict) and "pip" in d), [])]
+
+
+def self_contained_problems(autograder_zip: Path, wheel_name: str,
+                            expected: list[str]) -> list[str]:
+    """What keeps the zip from installing exactly its own needs (empty list: self-contained):
+    the wheel missing from files/wheels/, a line of ``expected`` (:func:`requirements_for`)
+    missing from the environment.yml's pip list, or torch or the wheel installed though the
+    assignment does not need them."""
+    problems = []
+    with zipfile.ZipFile(autograder_zip) as zf:
+        if f"files/{WHEELS}/{wheel_name}" not in set(zf.namelist()):
+            problems.append(f"the zip does not bundle files/{WHEELS}/{wheel_name}")
+    pip = zip_pip_list(autograder_zip)
+    missing = [x for x in expected if x not in pip]
+    if missing:
+        problems.append(f"environment.yml lacks {missing}: pip list {pip}")
+    extra = [x for x in pip if x not in expected
+             and (x.startswith(("torch", "--extra-index-url", f"./files/{WHEELS}/")))]
+    if extra:
+        problems.append(f"environment.yml installs {extra}, which the assignment does not "
+                        f"import: pip list {pip}")
     return problems
 
 
@@ -172,7 +278,8 @@ def _inputs(name: str, sources: Path, wheel: Path, lock: Path) -> tuple[str, str
     if not Path(wheel).is_file():
         raise ValueError(f"no library wheel at {wheel}: the autograder bundles it; "
                          "build it first: make wheel")
-    reqs = requirements_text(Path(wheel).name, pins(lock))
+    modules = imported_modules(source_code_cells(src.read_text(encoding="utf-8")))
+    reqs = requirements_text(requirements_for(modules, Path(wheel).name, lock))
     from otter import __version__ as otter_version  # noqa: PLC0415  (a slow import)
 
     h = hashlib.sha256()
@@ -239,7 +346,9 @@ def build(name: str, out: Path = DEFAULT_OUT, *, sources: Path = HERE, wheel: Pa
             raise RuntimeError(f"expected one autograder zip in {ag}, found {[z.name for z in zips]}")
         built = _products(name, out)
         zips[0].replace(built.zip)
-        problems = self_contained_problems(built.zip, wheel.name)
+        expected = requirements_for(imported_modules(source_code_cells(
+            (Path(sources) / f"{name}.md").read_text(encoding="utf-8"))), wheel.name, lock)
+        problems = self_contained_problems(built.zip, wheel.name, expected)
         if problems:
             raise RuntimeError(f"the autograder of {name} is not self-contained (its config cell "
                                f"needs requirements: requirements.txt and autograder_files: "
@@ -324,8 +433,18 @@ def check(built: Built) -> Check:
     with zipfile.ZipFile(built.zip) as zf:
         wheels = [m.rsplit("/", 1)[1] for m in zf.namelist()
                   if m.startswith(f"files/{WHEELS}/") and m.endswith(".whl")]
-    c.problems += (self_contained_problems(built.zip, wheels[0]) if len(wheels) == 1 else
-                   [f"expected one wheel under files/{WHEELS}/ in the zip, found {wheels}"])
+    # what the built material imports (the solution notebook and the zip's tests) must be what
+    # the zip installs: a second reading, from the products instead of the source
+    with zipfile.ZipFile(built.zip) as zf:
+        tests = [zf.read(m).decode() for m in zf.namelist()
+                 if m.startswith("tests/") and m.endswith(".py")]
+    cells = ["".join(cell["source"]) for cell in json.loads(built.solution.read_text())["cells"]
+             if cell["cell_type"] == "code"]
+    if len(wheels) == 1:
+        expected = requirements_for(imported_modules(cells + tests), wheels[0])
+        c.problems += self_contained_problems(built.zip, wheels[0], expected)
+    else:
+        c.problems.append(f"expected one wheel under files/{WHEELS}/ in the zip, found {wheels}")
     return c
 
 

@@ -1,6 +1,7 @@
 """The release bundle (``make dist``): everything a course or a reader needs, in one folder.
 
     python -m moe_book.dist [--profile P] [--out dist] [--pdf-optional]
+    python -m moe_book.dist --check-tag vX.Y.Z     (the release workflow: builds nothing)
 
 writes ``<out>/moe-routing-companion-<version>/`` and ``<out>/moe-routing-companion-<version>.tar.gz``
 (the same folder, packed), from the products of a finished build of profile P::
@@ -64,6 +65,43 @@ class DistError(Exception):
 def version(root: Path) -> str:
     """The library's version, from pyproject.toml (as the Makefile reads it)."""
     return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+_RELEASE_TAG = re.compile(r"v(\d+\.\d+\.\d+)")
+_INIT_VERSION = re.compile(r'^__version__\s*=\s*"([^"]+)"', re.M)
+_CFF_VERSION = re.compile(r"^version:\s*[\"']?([^\"'\s]+)[\"']?\s*$", re.M)
+
+
+def stated_versions(root: Path) -> dict[str, str | None]:
+    """Every place that states the version, with what it says (None: it states none):
+    pyproject.toml (the one the Makefile, the wheel and the book's footer read), the library's
+    ``__version__`` and CITATION.cff."""
+    init = (root / "src" / "moe_routing" / "__init__.py").read_text(encoding="utf-8")
+    cff = root / "CITATION.cff"
+    cff_match = _CFF_VERSION.search(cff.read_text(encoding="utf-8")) if cff.is_file() else None
+    init_match = _INIT_VERSION.search(init)
+    return {"pyproject.toml": version(root),
+            "src/moe_routing/__init__.py": init_match.group(1) if init_match else None,
+            "CITATION.cff": cff_match.group(1) if cff_match else None}
+
+
+def check_release_tag(root: Path, tag: str) -> str:
+    """The version a release tag ``vX.Y.Z`` publishes, once checked to be the one that every
+    file states (:func:`stated_versions`); DistError naming the tag or each disagreeing file.
+
+    The release workflow checks rather than sets: a tag then always names a commit whose
+    sources, wheel, book footer and citation already say that version, so building the same
+    commit again (or citing it) gives the same release."""
+    m = _RELEASE_TAG.fullmatch(tag.strip())
+    if not m:
+        raise DistError(f"release tag {tag!r} is not accepted; accepted: vX.Y.Z (three numbers, "
+                        "e.g. v0.1.0), the version of pyproject.toml with a leading v")
+    wrong = [f"{where} says {found!r}" for where, found in stated_versions(root).items()
+             if found != m.group(1)]
+    if wrong:
+        raise DistError(f"release tag {tag!r} names version {m.group(1)}, but " + "; ".join(wrong)
+                        + ": set the version there, commit, and tag that commit")
+    return m.group(1)
 
 
 def bundle_name(root: Path) -> str:
@@ -193,6 +231,12 @@ def ledger(project: Project, profile: str, meta: dict) -> dict:
             "claims": [{k: r.get(k, "") for k in fields} for r in rows]}
 
 
+PUBLIC_NOTE = """
+This is the **public** bundle: the autograders (hidden tests) are left out of `html/` and
+`assignments/`, and both HTML editions were checked for hidden tests and solution lines of the
+assignments. A teacher builds the full bundle with `make dist` in a clone of the repository.
+"""
+
 README = """# {bundle}
 
 The executable companion to two papers on routing in Mixture-of-Experts models, profile
@@ -263,13 +307,20 @@ def verify(folder: Path) -> list[str]:
 
 
 def build(project: Project, profile: str, out: Path | None = None, *,
-          pdf_optional: bool = False, commit: str | None = None) -> tuple[Path, Path]:
+          pdf_optional: bool = False, commit: str | None = None,
+          public: bool = False) -> tuple[Path, Path]:
     """Assemble the bundle of ``profile`` into ``out`` (default ``<root>/dist``); returns the
-    bundle folder and its ``.tar.gz``."""
+    bundle folder and its ``.tar.gz``.
+
+    ``public``: the bundle anyone may download (a release's attachment), named ``…-public``:
+    the HTML editions are their public copies (:func:`.classroom.public_site`: no autograder,
+    checked for hidden tests and solution lines, refused if one is left), the assignments hold
+    the student notebooks only. The teacher's bundle (``public=False``) keeps the autograders
+    and must not be published."""
     src = parts(project, profile, pdf_optional=pdf_optional)     # refuses before any write
     root = project.root
     out = Path(out) if out is not None else root / "dist"
-    name = bundle_name(root)
+    name = bundle_name(root) + ("-public" if public else "")
     meta = {"name": NAME, "version": version(root), "profile": profile,
             "commit": commit or git_commit(root),
             "built": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()}
@@ -279,8 +330,14 @@ def build(project: Project, profile: str, out: Path | None = None, *,
     try:
         tree = work / name
         tree.mkdir()
-        _copy_tree(src.html, tree / "html")
-        _copy_tree(src.student_html, tree / "html-student")
+        if public:
+            from .classroom import public_site
+
+            for site, dest in ((src.html, "html"), (src.student_html, "html-student")):
+                public_site(site, tree / dest, root / "assignments")   # refuses a leak
+        else:
+            _copy_tree(src.html, tree / "html")
+            _copy_tree(src.student_html, tree / "html-student")
         if src.pdfs:
             (tree / "pdf").mkdir()
             for p in src.pdfs:
@@ -291,7 +348,8 @@ def build(project: Project, profile: str, out: Path | None = None, *,
         for a, (nb, zf) in src.assignments.items():
             (tree / "assignments" / a).mkdir(parents=True)
             shutil.copyfile(nb, tree / "assignments" / a / nb.name)
-            shutil.copyfile(zf, tree / "assignments" / a / zf.name)
+            if not public:
+                shutil.copyfile(zf, tree / "assignments" / a / zf.name)
         atomic_write_json(tree / "ledger.json", ledger(project, profile, meta))
         from .pages import chapter_order
 
@@ -304,8 +362,10 @@ def build(project: Project, profile: str, out: Path | None = None, *,
         (tree / "figures" / "index.md").write_text(figures_index_md(index), encoding="utf-8")
         pdf_note = "" if len(src.pdfs) == len(PDFS) else \
             f" (this bundle has {', '.join(p.name for p in src.pdfs) or 'none of them'})"
-        (tree / "README.md").write_text(README.format(bundle=name, wheel=src.wheel.name,
-                                                      pdf_note=pdf_note, **meta), encoding="utf-8")
+        readme = README.format(bundle=name, wheel=src.wheel.name, pdf_note=pdf_note, **meta)
+        if public:
+            readme += PUBLIC_NOTE
+        (tree / "README.md").write_text(readme, encoding="utf-8")
         files = manifest_files(tree)
         atomic_write_json(tree / "MANIFEST.json", {**meta, "files": files})
         (tree / "MANIFEST.sha256").write_text(
@@ -335,10 +395,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="output folder (default: dist/)")
     ap.add_argument("--pdf-optional", action="store_true",
                     help="bundle the PDFs only if they exist (make dist requires them)")
+    ap.add_argument("--public", action="store_true",
+                    help="the public bundle (…-public): no autograder, HTML checked for hidden "
+                         "tests and solutions; what a release attaches")
+    ap.add_argument("--check-tag", metavar="vX.Y.Z", default=None,
+                    help="only check that a release tag names the version every file states "
+                         "(pyproject.toml, __version__, CITATION.cff); print it; build nothing")
     args = ap.parse_args(argv)
+    if args.check_tag is not None:
+        try:
+            print(check_release_tag(find_root(), args.check_tag))
+        except DistError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         folder, archive = build(Project(find_root()), args.profile, args.out,
-                                pdf_optional=args.pdf_optional)
+                                pdf_optional=args.pdf_optional, public=args.public)
     except (DistError, PipelineError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

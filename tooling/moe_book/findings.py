@@ -226,14 +226,17 @@ PAPER_KEYS = ("nandakumar2026taskrouting", "rastegar2026boundarymass")
 def citation(root: Path, book_dir: Path) -> str:
     """How to cite: the book (title, version and date from CITATION.cff, the commit this build
     was staged from) and the two papers (their entries of the book's bibliography)."""
-    cff = yaml.safe_load((root / "CITATION.cff").read_text(encoding="utf-8"))
+    cff_path, bib_path = root / "CITATION.cff", book_dir / "references.bib"
+    if not cff_path.is_file():        # a project without a citation record says so
+        return "This project has no citation record (`CITATION.cff`).\n"
+    cff = yaml.safe_load(cff_path.read_text(encoding="utf-8"))
     version = str(cff.get("version", ""))
     year = str(cff.get("date-released", ""))[:4]
     authors = " and ".join(a.get("name") or f"{a.get('family-names', '')}, {a.get('given-names', '')}"
                            for a in cff.get("authors", []))
     commit = git_commit(root) or "unknown"
     short = commit[:12]
-    bib = (book_dir / "references.bib").read_text(encoding="utf-8")
+    bib = bib_path.read_text(encoding="utf-8") if bib_path.is_file() else ""
     entry = "\n".join([
         "@software{moe_routing_companion,",
         f"  title   = {{{cff['title']}}},",
@@ -242,11 +245,11 @@ def citation(root: Path, book_dir: Path) -> str:
         f"  year    = {{{year}}},",
         f"  note    = {{commit {short}}}",
         "}"])
-    papers = "\n\n".join(_bib_entry(bib, k) for k in PAPER_KEYS)
+    papers = "\n\n".join(_bib_entry(bib, k) for k in PAPER_KEYS) if bib else ""
     return "\n".join([
         f"Cite the book as *{cff['title']}*, version {version} ({year}), built from commit "
         f"`{short}` — the version and commit of the pages you are reading (`CITATION.cff` in "
         "the repository holds the same record):", "",
         "```bibtex", entry, "```", "",
-        "and cite the papers whose results it reproduces:", "",
-        "```bibtex", papers, "```", ""])
+        *(["and cite the papers whose results it reproduces:", "",
+           "```bibtex", papers, "```", ""] if papers else [])])

@@ -7,11 +7,13 @@ publishing workflow sets it to the repository it runs in) -- every page gets the
 repository and issues buttons, and every chapter page a launch menu:
 
 * **Binder** opens the chapter's MyST source (``notebooks/<name>.md``) in JupyterLab on the
-  repository's branch; Binder builds the environment from ``environment.yml`` and ``postBuild``
-  (which installs the library and makes jupytext open ``.md`` files as notebooks);
+  repository's branch; Binder builds the lean environment of ``binder/`` (``environment.yml``:
+  the library's dependencies, its ``notebooks`` extra and jupytext; ``postBuild``: torch from
+  ``TORCH_INDEX``, the library, and jupytext opening ``.md`` files as notebooks);
 * **Colab** opens the executed chapter notebook of the published site
   (``_sources/chapters/<name>.ipynb`` on the ``gh-pages`` branch that ``make publish`` writes),
-  whose first cell says how to install the library from the site's wheel.
+  whose first cell installs the library by itself when it runs on Colab (the same version as
+  the book: the repository at the commit the book was built from) and does nothing elsewhere.
 
 Buttons are plain links: opening a page makes no network request.  Binder and Colab need a
 GitHub repository, so any other URL is refused before the build starts.

@@ -42,10 +42,13 @@ import argparse
 import html
 import io
 import logging
+import os
 import re
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,17 +58,88 @@ from moe_routing.atomic import atomic_write_bytes, atomic_write_text
 
 from .pipeline import EDITIONS, PipelineError, Project, find_root, stage
 
-CHROMIUM = "/usr/bin/chromium"
+# Where a Chromium is looked for (:func:`find_chromium`), in this order.
+CHROMIUM_ENV = "CHROMIUM"
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 NAME = "moe-routing-companion"
 MARGIN_MM = {"top": 17, "bottom": 17, "left": 15, "right": 15}
 PAPER = {"format": "A4", "margin": {side: f"{mm}mm" for side, mm in MARGIN_MM.items()}}
 SCALE = 0.8          # CSS px -> paper: 16 px body text prints at 9.6 pt, lines of ~95 characters
 # the width of the print layout in CSS px (A4 is 210 mm wide; 96 px to the inch)
 TEXT_WIDTH_PX = round((210 - MARGIN_MM["left"] - MARGIN_MM["right"]) / 25.4 * 96 / SCALE)
+# Chromium's print options. ``tagged``: a tagged PDF (a structure tree of headings,
+# paragraphs, lists, tables, figures with their alt text, and /MarkInfo /Marked true), which a
+# screen reader follows and from which a reader's PDF viewer reflows the text on a small screen;
+# untagged, the PDF would be glyphs placed on a page.
+PRINT_OPTIONS = {**PAPER, "scale": SCALE, "print_background": True, "tagged": True,
+                 "prefer_css_page_size": False}
 MAX_PASSES = 3       # prints until the page numbers in the contents agree with the PDF
 LOCAL_SCHEMES = ("file", "data", "blob", "about")
 # Skia's PDFs declare a trailer /Size pypdf finds short; it reads them right and says so each time
 logging.getLogger("pypdf").setLevel(logging.ERROR)
+
+
+class NoBrowser(PipelineError):
+    """No Chromium on this host; the message says what to install (tests skip on it, unless a
+    browser is required)."""
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _playwright_chromium() -> str | None:
+    """The Chromium that ``python -m playwright install chromium`` downloaded for the installed
+    Playwright, if it did (asked of Playwright itself: the folder names change by version)."""
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            path = p.chromium.executable_path
+    except Exception:  # noqa: BLE001 -- no driver, or inside an event loop: not available
+        return None
+    return path if path and _is_executable(Path(path)) else None
+
+
+def find_chromium(environ: Mapping[str, str] | None = None) -> str:
+    """The Chromium that the browser checks (tests/bookcheck.py) and the PDF print drive.
+
+    Any Chromium will do (Debian's, Ubuntu's, Google Chrome, Playwright's download): the book is
+    checked and printed through the DevTools protocol that all of them speak. In this order:
+
+    1. ``$CHROMIUM``, an executable's path: when it is set it is the one used, and a path that is
+       not an executable file is an error naming it (a mistyped path must not silently fall
+       back to another browser that the reader did not choose);
+    2. the usual names on ``$PATH``: :data:`CHROMIUM_NAMES`;
+    3. Playwright's own downloaded Chromium.
+
+    Raises :class:`NoBrowser` (saying what to install) when there is none, and
+    :class:`PipelineError` for a bad ``$CHROMIUM``.
+    """
+    env = os.environ if environ is None else environ
+    chosen = env.get(CHROMIUM_ENV, "")
+    if chosen:
+        path = Path(chosen).expanduser()
+        if not path.exists():
+            raise PipelineError(f"{CHROMIUM_ENV}={chosen}: no such file; {CHROMIUM_ENV} must be "
+                                "the path of a Chromium or Chrome executable (unset it to "
+                                f"search PATH for {', '.join(CHROMIUM_NAMES)})")
+        if not _is_executable(path):
+            raise PipelineError(f"{CHROMIUM_ENV}={chosen}: not an executable file; "
+                                f"{CHROMIUM_ENV} must be the path of a Chromium or Chrome "
+                                "executable")
+        return str(path)
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name, path=env.get("PATH", os.defpath))
+        if found:
+            return found
+    found = _playwright_chromium()
+    if found:
+        return found
+    raise NoBrowser("no Chromium found (looked for $CHROMIUM, then "
+                    f"{', '.join(CHROMIUM_NAMES)} on PATH, then Playwright's download): install "
+                    "Debian's package 'chromium' (apt-get install chromium), or run "
+                    "'python -m playwright install chromium', or set CHROMIUM=/path/to/chrome")
 
 
 def pdf_path(project: Project, profile: str, edition: str) -> Path:
@@ -239,7 +313,11 @@ async () => {
   const article = document.querySelector('article.bd-article');
   const first = article.querySelector('section');
   const entries = [entry(1, first), ...sections(first)];
-  const captions = Array.from(document.querySelectorAll('#jb-print-toc p.caption'))
+  // the parts' captions, from the navigation sidebar (the theme's own print contents lists
+  // them too, but not when the first part holds only a generated page)
+  const navCaptions = document.querySelectorAll('.bd-sidebar-primary nav.bd-docs-nav p.caption');
+  const captions = Array.from(navCaptions.length ? navCaptions
+                              : document.querySelectorAll('#jb-print-toc p.caption'))
     .map(p => p.textContent.trim());
   const wrappers = Array.from(article.querySelectorAll('div.toctree-wrapper'));
   const parts = wrappers.length === captions.length;
@@ -362,16 +440,14 @@ def _template(text: str, align: str) -> str:
 def print_pdf(page: Path, meta: Meta) -> Printed:
     from playwright.sync_api import sync_playwright
 
-    if not Path(CHROMIUM).exists():
-        raise PipelineError(f"{CHROMIUM} is missing: install Debian's package 'chromium' "
-                            "(make chromium)")
+    chromium = find_chromium()
     external: list[str] = []
     errors: list[str] = []
     header = _template(html.escape(meta.title), "left")
     footer = _template('<span class="pageNumber"></span> / <span class="totalPages"></span>',
                        "center")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+        browser = p.chromium.launch(executable_path=chromium, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run",
             "--allow-file-access-from-files"])
@@ -393,9 +469,8 @@ def print_pdf(page: Path, meta: Meta) -> Printed:
             tab.emulate_media(media="print", color_scheme="light")
             tab.set_viewport_size({"width": TEXT_WIDTH_PX, "height": 1400})
             fitted = tab.evaluate(FIT_JS)
-            opts = dict(**PAPER, scale=SCALE, print_background=True,
-                        display_header_footer=True, header_template=header,
-                        footer_template=footer, prefer_css_page_size=False)
+            opts = dict(**PRINT_OPTIONS, display_header_footer=True, header_template=header,
+                        footer_template=footer)
             numbers: dict[str, int] = {}
             passes = 0
             while True:
@@ -479,7 +554,20 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="default")
     ap.add_argument("--edition", default="both", help="full | student | both")
+    ap.add_argument("--which-chromium", action="store_true",
+                    help="print the Chromium that would be used and exit (3: none found, "
+                         "2: a bad $CHROMIUM); the Makefile's `chromium` rule")
     args = ap.parse_args(argv)
+    if args.which_chromium:
+        try:
+            print(find_chromium())
+            return 0
+        except NoBrowser as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 3
+        except PipelineError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         if args.profile not in PROFILES:
             raise PipelineError(f"unknown PROFILE {args.profile!r}; accepted: {', '.join(PROFILES)}")

@@ -222,9 +222,10 @@ def check_grid_settings(environ=None) -> None:
         if ex.strip().lower() not in EXECUTORS:
             raise PipelineError(f"EXECUTOR ({ENV_EXECUTOR}) = {ex!r} is not allowed; accepted: "
                                 + ", ".join(EXECUTORS))
-        if ex.strip().lower() == "ray" and importlib.util.find_spec("ray") is None:
-            raise PipelineError(f"EXECUTOR ({ENV_EXECUTOR}) = {ex!r} needs the ray package: "
-                                "pip install 'moe_routing[ray]'")
+        package = {"ray": "ray", "slurm": "submitit"}.get(ex.strip().lower())
+        if package is not None and importlib.util.find_spec(package) is None:
+            raise PipelineError(f"EXECUTOR ({ENV_EXECUTOR}) = {ex!r} needs the {package} package: "
+                                f"pip install 'moe_routing[{ex.strip().lower()}]'")
     w = env.get(ENV_WORKERS)
     if w not in (None, ""):
         try:
@@ -320,10 +321,8 @@ def _install_note(name: str, profile: str, book_home=None) -> str:
     from moe_routing import __version__
 
     wheel = f"moe_routing-{__version__}-py3-none-any.whl"
-    site_wheel = "" if book_home is None else f"{book_home.site}/_static/downloads/{wheel}"
-    online = "" if book_home is None else (
-        f" On Colab, install it from the published book first:\n\n"
-        f"    pip install \"moe_routing[notebooks] @ {site_wheel}\"\n\n")
+    online = (" On Colab, the cell above installs it by itself." if book_home is not None else
+              f" On Colab, upload `{wheel}` beside the notebook: the cell above installs it.")
     return (
         f"**Run this chapter yourself.** This notebook was executed by the book with the "
         f"`{profile}` profile; its parameters cell holds exactly the values used. It needs the "
@@ -352,7 +351,89 @@ def _finalise_notebook(nb, name: str, profile: str, prov: dict, artifacts: Path)
     nb.metadata["moe_routing"] = prov
 
 
-def reader_notebook(nb, name: str, profile: str, book_home=None) -> None:
+#: the tags of the first cell of a reader's notebook, which installs the library on Colab
+COLAB_CELL_TAGS = ["remove-cell", "colab-install"]
+
+
+def colab_requirement(root: Path, book_home=None) -> str:
+    """What the Colab cell of a reader's notebook installs: this book's own library.
+
+    With a home, the repository at the full commit the book is built from
+    (``moe_routing[notebooks] @ git+https://github.com/<owner>/<repo>@<sha>``) -- the exact
+    library whatever the site later publishes; when the library's files (``src/``,
+    ``pyproject.toml``) have uncommitted changes that commit is not this library, and the wheel
+    the published site offers (built from the working tree) is installed instead.  The commit
+    is read with git, or from ``GITHUB_SHA`` where git refuses the checkout (a CI container).
+    Without a home, the wheel by its file name, uploaded beside the notebook."""
+    import subprocess
+
+    from moe_routing import __version__
+
+    wheel = f"moe_routing-{__version__}-py3-none-any.whl"
+    if book_home is None:
+        return f"{wheel}[notebooks]"
+
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    sha = git("rev-parse", "HEAD")
+    dirty = sha is not None and git("status", "--porcelain", "--untracked-files=no", "--",
+                                    "src", "pyproject.toml") != ""
+    sha = sha or os.environ.get("GITHUB_SHA", "").strip() or None
+    if sha and re.fullmatch(r"[0-9a-f]{40}", sha) and not dirty:
+        return f"moe_routing[notebooks] @ git+{book_home.url}@{sha}"
+    return f"moe_routing[notebooks] @ {book_home.site}/_static/downloads/{wheel}"
+
+
+def colab_cell_source(requirement: str) -> str:
+    """The first cell of a reader's notebook: on Google Colab (``"google.colab"`` imported,
+    which Colab's kernel does before any cell) it installs ``requirement`` with pip and checks
+    the installed version; anywhere else it does nothing, so the notebook runs unchanged in any
+    Jupyter that has the library.  A requirement that is a wheel's file name must lie beside
+    the notebook (Colab's Files pane); its absence is one clear error."""
+    from moe_routing import __version__
+
+    wheel = f"moe_routing-{__version__}-py3-none-any.whl"
+    local = requirement.startswith(wheel)
+    q = json.dumps                                      # a double-quoted Python string literal
+    lines = [
+        "# On Google Colab this cell installs the library this chapter was executed with,",
+        f"# moe_routing {__version__}; anywhere else it does nothing. Elsewhere install it with",
+        f"#     pip install \"{wheel}[notebooks]\"",
+        "# (see the note below).",
+        "import sys",
+        "",
+        "if \"google.colab\" in sys.modules:",
+        "    import importlib",
+        *(["    import os"] if local else []),
+        "    import subprocess",
+        "    from importlib.metadata import version",
+        "",
+    ]
+    if local:
+        lines += [
+            f"    if not os.path.isfile({q(wheel)}):",
+            f"        raise RuntimeError({q(wheel + ' is not beside this notebook: upload it ')}",
+            "                           \"(Files pane; the book's Execution status page offers \"",
+            "                           \"it), then run this cell again\")",
+        ]
+    lines += [
+        "    subprocess.run([sys.executable, \"-m\", \"pip\", \"install\", \"--quiet\",",
+        f"                    {q(requirement)}], check=True)",
+        "    importlib.invalidate_caches()",
+        f"    if version(\"moe_routing\") != {q(__version__)}:",
+        "        raise RuntimeError(\"moe_routing \" + version(\"moe_routing\") + \" is installed, \"",
+        f"                           {q('not ' + __version__ + ', the version of this notebook')})",
+    ]
+    return "\n".join(lines)
+
+
+def reader_notebook(nb, name: str, profile: str, book_home=None,
+                    colab: str | None = None) -> None:
     """Make an executed notebook the reader's, in place: runnable outside the repository with
     the values it was executed with, and free of the pipeline's plumbing.
 
@@ -360,8 +441,10 @@ def reader_notebook(nb, name: str, profile: str, book_home=None) -> None:
       below it holds every parameter of the run, ``profile`` included, with ``device = "auto"``
       and a local ``artifacts_dir``, so a downloaded notebook re-run by hand reproduces this
       execution, not the ``smoke`` defaults of the cell above it.
-    * A first cell (removed from the HTML page, kept in the download) says how to install the
-      library.
+    * A first code cell installs the library on Colab, and only there (``colab``: the pip
+      requirement, :func:`colab_requirement`; default: the wheel by its name), and a markdown
+      cell after it says how to install it elsewhere.  Both are removed from the HTML page
+      (``remove-cell``) and kept in the download and in the notebook Colab opens.
     """
     import nbformat
 
@@ -383,11 +466,17 @@ def reader_notebook(nb, name: str, profile: str, book_home=None) -> None:
             cell.source = "\n".join(lines)
             if "remove-input" not in tags and "hide-input" not in tags:
                 tags.append("hide-input")
-    if not (nb.cells and "install-note" in nb.cells[0].get("metadata", {}).get("tags", [])):
+    if not any("install-note" in c.get("metadata", {}).get("tags", []) for c in nb.cells[:2]):
         note = nbformat.v4.new_markdown_cell(_install_note(name, profile, book_home))
         note.id = "install-note"            # a fixed id: staging twice writes the same file
         note.metadata["tags"] = ["remove-cell", "install-note"]
-        nb.cells.insert(0, note)
+        from moe_routing import __version__
+
+        cell = nbformat.v4.new_code_cell(colab_cell_source(
+            colab or f"moe_routing-{__version__}-py3-none-any.whl[notebooks]"))
+        cell.id = "colab-install"
+        cell.metadata["tags"] = list(COLAB_CELL_TAGS)
+        nb.cells[:0] = [cell, note]
 
 
 def _ipc_kernel_manager(sock_dir: str):
@@ -649,6 +738,52 @@ def _stage_assignments(project: Project, dest: Path, wheel: Path, student: bool)
     return staged
 
 
+def pdf_editions(project: Project, profile: str, edition: str) -> list[Path]:
+    """The PDFs (``make pdf``) an HTML edition offers, those that exist: the full edition both
+    (full, student), the student edition its own only -- never the one with the solutions."""
+    from .pdf import pdf_path
+
+    offered = ("full", "student") if edition == "full" else ("student",)
+    return [p for p in (pdf_path(project, profile, e) for e in offered) if p.is_file()]
+
+
+def pdf_editions_text(pdfs: list[Path], book_home=None, student: bool = False) -> str:
+    """The introduction's sentence on the PDF editions (substitution ``pdf_editions``).
+
+    Built PDFs are offered beside the HTML (``_static/downloads``); a book with a home and no
+    PDF of its own (the site that ``main`` publishes) links the PDFs attached to the
+    repository's latest release (``.github/workflows/release.yml``); otherwise the sentence
+    says how to build them."""
+    from .pdf import NAME
+
+    names = [(f"{NAME}.pdf", "full edition"), (f"{NAME}-student.pdf", "student edition")]
+    if student:
+        names = names[1:]
+    if pdfs:
+        have = {p.name for p in pdfs}
+        links = [f"{{download}}`{label} </_static/downloads/{n}>`" for n, label in names
+                 if n in have]
+        return "The book is also a PDF: " + ", ".join(links) + "."
+    if book_home is not None:
+        links = [f"[{label}]({book_home.url}/releases/latest/download/{n})" for n, label in names]
+        return ("The book is also a PDF, attached to each release of its repository: the latest "
+                "release's " + ", ".join(links) + ".")
+    return "The book is also a PDF (full and student editions), built by `make pdf`."
+
+
+def versioned_config(cfg: dict, pdf_text: str) -> dict:
+    """``cfg`` with the library's version in the footer (``{version}`` of ``html.extra_footer``
+    replaced: one source, pyproject.toml, for the book, the wheel, the release tag and
+    CITATION.cff) and the ``pdf_editions`` substitution set.  A new dict."""
+    from moe_routing import __version__
+
+    html = dict(cfg.get("html", {}))
+    html["extra_footer"] = str(html.get("extra_footer", "")).replace("{version}", __version__)
+    parse = dict(cfg.get("parse", {}))
+    parse["myst_substitutions"] = {**parse.get("myst_substitutions", {}), "pdf_editions": pdf_text}
+    return {**cfg, "html": html, "parse": parse}
+
+
 def stage(project: Project, profile: str, edition: str = "full") -> Path:
     """Assemble the Jupyter Book source for ``profile`` under ``build/P/book`` (or, for the
     student edition, ``build/P/book-student``, with every exercise solution cut from the
@@ -682,6 +817,8 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
             cfg = home.configure(yaml.safe_load(src.read_text(encoding="utf-8")), book_home)
             if student:
                 cfg["title"] = f"{cfg['title']} (student edition)"
+            cfg = versioned_config(cfg, pdf_editions_text(
+                pdf_editions(project, profile, edition), book_home, student))
             _write_if_changed(dst, yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
         else:
             _copy_if_changed(src, dst)
@@ -699,6 +836,7 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
     chapters = out / "chapters"
     chapters.mkdir(exist_ok=True)
     states = {}
+    colab = colab_requirement(project.root, book_home)     # what each notebook installs on Colab
     for name in names:
         states[name] = read_state(bdir / "state" / f"{name}.json")
         exe = bdir / "executed" / f"{name}.ipynb"
@@ -712,7 +850,7 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
             nb = nbformat.read(exe, as_version=4)
             if student:
                 strip_notebook(nb)
-            reader_notebook(nb, name, profile, book_home)
+            reader_notebook(nb, name, profile, book_home, colab)
             _write_if_changed(dst, nbformat.writes(nb))
         else:
             _write_if_changed(dst, bookpages.not_executed_notebook(name, states[name]))
@@ -737,6 +875,9 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
         wanted.add(dl / wheel.name)
         downloads.append(wheel.name)
         wanted |= _stage_assignments(project, dl / "assignments", wheel, student)
+    for pdf in pdf_editions(project, profile, edition):    # linked from the introduction
+        _copy_if_changed(pdf, dl / pdf.name)
+        wanted.add(dl / pdf.name)
     for page, text in bookpages.generated_pages(project, profile, states, downloads).items():
         _write_if_changed(gen / page, text)
         wanted.add(gen / page)

@@ -1,0 +1,40 @@
+// Formulas wider than their column scroll sideways in their own box (companion.css). This marks
+// each such box with the side that has more (classes moe-more-left / moe-more-right: a shadow
+// there is the cue to scroll), and makes it focusable so that a keyboard reader can scroll it
+// with the arrow keys. Re-measured on scroll and when the window changes size.
+(() => {
+  const SELECTOR = 'mjx-container[display="true"], span.math';
+  const mark = el => {
+    // the formula's own width (scrollWidth also counts MathJax's hidden assistive MathML and
+    // italic overhangs, a few px over in formulas that fit)
+    const math = el.querySelector('mjx-math');
+    const width = math ? math.getBoundingClientRect().width : el.scrollWidth;
+    const more = width - el.clientWidth > 2;
+    el.classList.toggle('moe-scrolls', more);
+    el.classList.toggle('moe-more-left', more && el.scrollLeft > 1);
+    el.classList.toggle('moe-more-right',
+                        more && el.scrollLeft + el.clientWidth < el.scrollWidth - 2);
+    if (more && !el.hasAttribute('tabindex')) {
+      el.setAttribute('tabindex', '0');
+      el.dataset.moeTabindex = '1';
+    } else if (!more && el.dataset.moeTabindex) {
+      el.removeAttribute('tabindex');
+      delete el.dataset.moeTabindex;
+    }
+  };
+  const all = () => document.querySelectorAll(SELECTOR).forEach(mark);
+  const start = () => {
+    all();
+    document.querySelectorAll(SELECTOR).forEach(el =>
+      el.addEventListener('scroll', () => mark(el), {passive: true}));
+    let pending = 0;
+    window.addEventListener('resize', () => {
+      cancelAnimationFrame(pending);
+      pending = requestAnimationFrame(all);
+    });
+  };
+  const ready = () => (window.MathJax && MathJax.startup && MathJax.startup.promise)
+    ? MathJax.startup.promise.then(start) : start();
+  if (document.readyState === 'complete') ready();
+  else window.addEventListener('load', ready);
+})();

@@ -90,7 +90,10 @@ $(STAMP): requirements.lock pyproject.toml tooling/pyproject.toml
 	@$(PY) -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
 	  $(if $(filter-out $(TORCH_INDEX),$(STAMP_INDEX)),--force-reinstall) \
-	  --index-url '$(TORCH_INDEX)' 'torch==$(TORCH_VERSION)')
+	  --index-url '$(TORCH_INDEX)' 'torch==$(TORCH_VERSION)' || { \
+	  echo "error: torch==$(TORCH_VERSION) could not be installed from TORCH_INDEX=$(TORCH_INDEX);" \
+	    "name a reachable index (make env TORCH_INDEX=<url>) or TORCH_INDEX= for the build on PyPI" >&2; \
+	  exit 1; })
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
 	  -e . -e ./tooling

@@ -131,6 +131,7 @@ echo "$*" >> "$(dirname "$0")/../calls.log"
 if [ "$1" = -c ]; then
   case "$2" in *version_info*) exit "${FAKE_TOO_OLD:-0}";; *) echo 3.10.14;; esac
 fi
+case "$*" in *unreachable.invalid*) exit 1;; esac     # an index that cannot be reached
 exit 0
 """
 
@@ -173,6 +174,18 @@ def test_make_env_installs_torch_alone_from_the_torch_index(tmp_path):
     assert _make_env(venv)[1] == []          # a later plain `make` keeps the CUDA build
     res, calls = _make_env(venv, "TORCH_INDEX=")                     # PyPI's own torch
     assert not any("torch==" in c for c in calls) and calls[0].endswith("-r requirements.lock")
+
+
+def test_an_unreachable_torch_index_is_one_clear_error_before_the_lock(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(FAKE_PYTHON)
+    (venv / "bin" / "python").chmod(0o755)
+    res, calls = _make_env(venv, "TORCH_INDEX=https://unreachable.invalid/whl")
+    assert res.returncode != 0 and len(calls) == 1                   # the lock never ran
+    assert ("error: torch==2.13.0 could not be installed from "
+            "TORCH_INDEX=https://unreachable.invalid/whl") in res.stderr
+    assert not (venv / ".installed").exists()
 
 
 def test_make_env_refuses_an_old_python_before_pip_runs(tmp_path):

@@ -1,9 +1,10 @@
-// Formulas wider than their column scroll sideways in their own box (companion.css). This marks
+// Formulas (and tables) wider than their column scroll sideways in their own box (companion.css). This marks
 // each such box with the side that has more (classes moe-more-left / moe-more-right: a shadow
 // there is the cue to scroll), and makes it focusable so that a keyboard reader can scroll it
 // with the arrow keys. Re-measured on scroll and when the window changes size.
 (() => {
-  const SELECTOR = 'mjx-container[display="true"], span.math';
+  // tables scroll too at phone width (companion.css): focusable then, like the formulas
+  const SELECTOR = 'mjx-container[display="true"], span.math, .bd-article table:not(.dataframe)';
   const mark = el => {
     // the formula's own width (scrollWidth also counts MathJax's hidden assistive MathML and
     // italic overhangs, a few px over in formulas that fit)

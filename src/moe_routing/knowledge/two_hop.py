@@ -1,0 +1,530 @@
+"""Two-hop knowledge: tasks whose dictionary is the composition of two single-hop dictionaries.
+
+Beyond paper A (ours).  Paper A's knowledge is flat: a task k is a set of templates T(k) and an
+arbitrary dictionary Δ_k, and no fact says anything about another.  The simplest hierarchical
+knowledge is the *composition* of two facts: "the capital of the country where ⋆1 lies is ⋆2"
+is P36 ∘ P17 (city → country → capital).  For tasks 1 and 2,
+
+    Δ₂ ∘ Δ₁ = {(s, Δ₂(Δ₁(s))) : s ∈ keys(Δ₁), Δ₁(s) ∈ keys(Δ₂)},
+
+the keys of Δ₁ whose value m (the *bridge*) is a key of Δ₂.  It is again functional, so a
+two-hop task -- templates with the wildcards ⋆1, ⋆2 and the dictionary Δ₂ ∘ Δ₁ -- is an ordinary
+:class:`~moe_routing.knowledge.task.KnowledgeTask`: V(w), the prefix trie, the complexity
+c(k) = Σ|τ| + |Δ_k| and every dataset function treat it like any other task.  A
+:class:`TwoHopTask` only adds the record of its two hops.
+
+Which pairs compose (:func:`embedded_chains`).  Entity names are shared between relations (an
+entity *is* its name, see :mod:`~moe_routing.knowledge.tokenizer`), so a name join alone finds
+coincidences as well as chains: the script "Latin" is also a language name, a capital city can
+share its name with a country.  A *real chain* also needs the kinds to meet: the objects of
+relation 1 are of a kind that relation 2 takes as subjects (``subject:``/``object:`` of
+``templates.yaml``, resolved by :data:`ENTITY_KINDS`).  ``typed=False`` lists the bare name
+joins.  Some real chains send a subject to itself: every one for an inverse pair (P36 ∘ P1376
+sends a capital to itself), the capitals among the cities for P36 ∘ P17 (Rome → Italy → Rome).
+They are listed, with their ``s == o`` compositions counted in ``n_identity``: a test of
+composition should know which of its answers can be copied from the question.
+
+Held-out compositions (:class:`MixedKnowledgeDataset`).  The question a two-hop task asks of a
+model is whether it composes facts it knows: a held-out composition (s, o) is one whose two hops
+(s, m) ∈ Δ₁ and (m, o) ∈ Δ₂ are single-hop *training* facts while (s, o) itself never appears
+in training, in any template of the two-hop task.  The dataset is an ordinary
+:class:`~moe_routing.knowledge.dataset.KnowledgeDataset` (its sentences, tokenizer and trie are
+built by the same code) with another split rule, so existing callers of ``KnowledgeDataset`` and
+``build_dataset`` get exactly what they got before.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..validation import fail, flag, integer, require, sequence, sequence_of
+from .dataset import KnowledgeDataset, split_arguments
+from .task import KnowledgeTask
+from .templates import Template
+
+#: entity kinds of the ``subject:``/``object:`` descriptions of ``templates.yaml`` that name
+#: more than one kind (any other description is one kind, itself).  A US state is also an
+#: ISO 3166-2 subdivision (P300 lists "Texas" → "US-TX"); a US county is not.
+ENTITY_KINDS: dict[str, frozenset[str]] = {
+    "city or subdivision": frozenset({"city", "subdivision"}),
+    "US city or county, or subdivision": frozenset({"city", "US county", "subdivision"}),
+    "state or parent subdivision": frozenset({"US state", "subdivision"}),
+    "US state": frozenset({"US state", "subdivision"}),
+}
+
+
+def entity_kinds(description: str) -> frozenset[str]:
+    """The kinds of entity that a ``subject:``/``object:`` description of the template file
+    covers (:data:`ENTITY_KINDS`; a description not listed there is one kind)."""
+    require(isinstance(description, str) and bool(description.strip()), "description",
+            description, "a non-empty kind description such as 'country' or 'city'")
+    return ENTITY_KINDS.get(description, frozenset({description}))
+
+
+def kinds_meet(objects_of_first: str, subjects_of_second: str) -> bool:
+    """Whether an object of the first relation can be a subject of the second: their kinds
+    (:func:`entity_kinds`) intersect."""
+    return bool(entity_kinds(objects_of_first) & entity_kinds(subjects_of_second))
+
+
+def compose(first: Mapping[str, str], second: Mapping[str, str]) -> dict[str, str]:
+    """Δ₂ ∘ Δ₁ as a new dict, in Δ₁'s order: ``s ↦ second[first[s]]`` for every key s of
+    ``first`` whose value is a key of ``second`` (neither argument is modified)."""
+    for name, d in (("first", first), ("second", second)):
+        require(isinstance(d, Mapping), name, type(d).__name__,
+                "a dictionary subject → object (a task's Δ)")
+    return {s: second[m] for s, m in first.items() if m in second}
+
+
+# ---- chains of the embedded knowledge base ---------------------------------------------------
+@dataclass(frozen=True)
+class Chain:
+    """A composable pair of relations: ``first`` then ``second`` (the task ``second ∘ first``).
+
+    n_compositions : |Δ₂ ∘ Δ₁| over the relations' whole pools
+    n_identity     : compositions with s == o (all of them for an inverse pair)
+    kinds          : (subject of first, bridge = object of first, object of second), the
+                     template file's descriptions; empty strings where a relation has none
+    """
+
+    first: str
+    second: str
+    n_compositions: int
+    n_identity: int
+    kinds: tuple[str, str, str] = ("", "", "")
+
+    @property
+    def name(self) -> str:
+        """The two-hop task's default name, ``second∘first`` as in Δ₂ ∘ Δ₁."""
+        return f"{self.second}∘{self.first}"
+
+
+def _chains(dicts: Mapping[str, Mapping[str, str]], kinds: Mapping[str, tuple[str, str]] | None
+            ) -> list[Chain]:
+    """Every ordered pair (r1, r2) of ``dicts`` with a non-empty composition (and, when ``kinds``
+    is given, kinds that meet), in the order of ``dicts``."""
+    out = []
+    for r1, d1 in dicts.items():
+        for r2, d2 in dicts.items():
+            if kinds is not None and not kinds_meet(kinds[r1][1], kinds[r2][0]):
+                continue
+            comp = compose(d1, d2)
+            if comp:
+                k = (kinds[r1][0], kinds[r1][1], kinds[r2][1]) if kinds else ("", "", "")
+                out.append(Chain(r1, r2, len(comp), sum(s == o for s, o in comp.items()), k))
+    return out
+
+
+@lru_cache(maxsize=2)
+def _embedded_chains(typed: bool) -> tuple[Chain, ...]:
+    from .sources.embedded import relation_ids, relation_pool
+    from .sources.templates_file import relation_spec
+
+    ids = relation_ids()
+    kinds = {r: (relation_spec(r).get("subject", ""), relation_spec(r).get("object", ""))
+             for r in ids}
+    return tuple(_chains({r: relation_pool(r) for r in ids}, kinds if typed else None))
+
+
+def embedded_chains(*, typed: bool = True, min_compositions: int = 1) -> list[Chain]:
+    """Every composable pair of relations of the embedded knowledge base, with the number of
+    compositions each yields over the relations' whole pools (the template file's relation
+    order, first then second).
+
+    typed : True (default) keeps the real chains, whose bridge kinds meet (module docstring);
+            False lists every non-empty name join, coincidences included
+    min_compositions : drop chains with fewer compositions (≥ 1)
+    """
+    typed = flag("typed", typed)
+    min_compositions = integer("min_compositions", min_compositions, low=1)
+    return [c for c in _embedded_chains(typed) if c.n_compositions >= min_compositions]
+
+
+def task_chains(tasks: Sequence[KnowledgeTask], *, typed: bool = True) -> list[Chain]:
+    """The composable pairs among ``tasks`` (their sampled dictionaries), in their order.
+
+    typed : True needs every task's ``meta["subject"]`` and ``meta["object"]`` kinds (the
+            embedded tasks have them); False joins names only."""
+    tasks = sequence_of("tasks", tasks, KnowledgeTask)
+    typed = flag("typed", typed)
+    kinds = None
+    if typed:
+        kinds = {}
+        for t in tasks:
+            s, o = t.meta.get("subject", ""), t.meta.get("object", "")
+            require(bool(s) and bool(o), f"task {t.name!r}.meta", dict(t.meta),
+                    "the kinds meta['subject'] and meta['object'] (or typed=False)")
+            kinds[t.name] = (s, o)
+    return _chains({t.name: t.dictionary for t in tasks}, kinds)
+
+
+def format_chains(chains: Sequence[Chain]) -> str:
+    """One line per chain: ``first → second  (kinds)  n compositions[, i identity]``."""
+    chains = sequence("chains", chains, "a sequence of Chain records", nonempty=False)
+    lines = []
+    for i, c in enumerate(chains):
+        require(isinstance(c, Chain), f"chains[{i}]", c, "a Chain record")
+        kinds = f"  ({' → '.join(c.kinds)})" if any(c.kinds) else ""
+        ident = f", {c.n_identity} identity" if c.n_identity else ""
+        noun = "composition" if c.n_compositions == 1 else "compositions"
+        lines.append(f"{c.first} → {c.second}{kinds}  {c.n_compositions} {noun}{ident}")
+    return "\n".join(lines)
+
+
+def print_chains(chains: Sequence[Chain] | None = None, file=None) -> None:
+    """Print :func:`format_chains` of ``chains`` (default: the real chains of the embedded base)."""
+    print(format_chains(embedded_chains() if chains is None else chains),
+          file=sys.stdout if file is None else file)
+
+
+# ---- two-hop tasks --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fact:
+    """One single-hop fact: (subject, object) of task ``task``."""
+
+    task: str
+    subject: str
+    object: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class TwoHopTask(KnowledgeTask):
+    """A task whose dictionary is (part of) Δ₂ ∘ Δ₁, with its two hops.
+
+    It *is* a :class:`KnowledgeTask` (templates, dictionary, complexity, sentences); ``first``
+    and ``second`` are the single-hop tasks composed.  Construction checks that every pair
+    (s, o) of the dictionary is a composition: s is a key of Δ₁ and Δ₂(Δ₁(s)) = o.
+    Build one with :func:`two_hop_task`.
+    """
+
+    first: KnowledgeTask | None = None
+    second: KnowledgeTask | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        for hop in ("first", "second"):
+            value = getattr(self, hop)
+            require(isinstance(value, KnowledgeTask) and not isinstance(value, TwoHopTask),
+                    f"TwoHopTask.{hop}", value if not isinstance(value, KnowledgeTask) else
+                    value.name, "a single-hop KnowledgeTask (two-hop tasks are not composed "
+                                "again)")
+        d1, d2 = self.first.dictionary, self.second.dictionary
+        for s, o in self.dictionary.items():
+            m = d1.get(s)
+            require(m is not None and d2.get(m) == o, f"TwoHopTask.dictionary[{s!r}]", o,
+                    f"the composition {self.second.name} ∘ {self.first.name}: "
+                    + (f"{s!r} is not a subject of {self.first.name}" if m is None else
+                       f"{self.second.name}({m!r}) = {d2.get(m)!r}"))
+
+    @property
+    def hops(self) -> tuple[str, str]:
+        """(first, second) task names: the dictionary is second ∘ first."""
+        return self.first.name, self.second.name
+
+    def bridge(self, subject: str) -> str:
+        """m = Δ₁(s), the entity between the two hops of ``subject``."""
+        require(subject in self.dictionary, "subject", subject,
+                f"a subject of the two-hop task {self.name!r}")
+        return self.first.dictionary[subject]
+
+    def supports(self, subject: str) -> tuple[Fact, Fact]:
+        """The two single-hop facts (s, m) of ``first`` and (m, o) of ``second`` behind the
+        composition of ``subject``."""
+        m = self.bridge(subject)
+        return (Fact(self.first.name, subject, m),
+                Fact(self.second.name, m, self.dictionary[subject]))
+
+    def __repr__(self) -> str:
+        return (f"TwoHopTask({self.name!r} = {self.second.name}∘{self.first.name}, "
+                f"|T|={self.n_templates}, |Δ|={self.n_pairs}, c={self.complexity})")
+
+
+def two_hop_task(first: KnowledgeTask, second: KnowledgeTask, templates: Sequence,
+                 *, name: str | None = None, label: str | None = None, description: str = "",
+                 typed: bool = True) -> TwoHopTask:
+    """The two-hop task ``second ∘ first``: ``templates`` (Template objects or strings with
+    ⋆1 = the subject of ``first``, ⋆2 = the object of ``second``) and Δ₂ ∘ Δ₁ of the two tasks'
+    dictionaries (:func:`compose`).
+
+    name  : default ``"second∘first"`` (e.g. ``"P36∘P17"``)
+    label : default ``"<second's label> ∘ <first's label>"``
+    typed : True (default) refuses a pair whose kinds do not meet when both tasks carry
+            ``meta`` kinds (as the embedded tasks do): a name join of a city and a language is a
+            coincidence, not a chain.  False composes by names alone.
+
+    Refused (ValueError): a hop that is not a single-hop task, a pair whose kinds do not meet,
+    and a pair whose composition is empty.
+    """
+    for hop, value in (("first", first), ("second", second)):
+        require(isinstance(value, KnowledgeTask) and not isinstance(value, TwoHopTask), hop,
+                value if not isinstance(value, KnowledgeTask) else value.name,
+                "a single-hop KnowledgeTask")
+    require(not isinstance(templates, (str, Template)), "templates", templates,
+            "a sequence of templates (a list, also for one)")
+    typed = flag("typed", typed)
+    obj, subj = first.meta.get("object", ""), second.meta.get("subject", "")
+    if typed and obj and subj and not kinds_meet(obj, subj):
+        fail(f"({first.name}, {second.name})", f"{first.name} → {obj!r}, {second.name} takes "
+             f"{subj!r}", "a pair whose objects of the first are of a kind the second takes as "
+             "subjects (typed=False composes by names alone)")
+    comp = compose(first.dictionary, second.dictionary)
+    require(bool(comp), f"({first.name}, {second.name})",
+            f"{second.name} ∘ {first.name} = {{}} (no object of {first.name} is a subject of "
+            f"{second.name})", "two tasks where some object of the first is a subject of the "
+                               "second (a non-empty composition)")
+    if name is None:
+        name = f"{second.name}∘{first.name}"
+    if label is None:
+        label = f"{second.label or second.name} ∘ {first.label or first.name}"
+    return TwoHopTask(name=name, templates=tuple(templates), dictionary=comp, label=label,
+                      property_id=None, description=description,
+                      meta=dict(subject=first.meta.get("subject", ""), bridge=obj,
+                                object=second.meta.get("object", ""),
+                                hops=(first.name, second.name)),
+                      first=first, second=second)
+
+
+# ---- datasets mixing single-hop and two-hop tasks ------------------------------------------
+@dataclass(frozen=True)
+class HeldOutComposition:
+    """A composition (s, o) of a two-hop task held out of training, and what supports it.
+
+    first, second      : the single-hop facts (s, m) and (m, o), both in training
+    test_sentences     : indices of its sentences (one per template of the task), all test
+    support_sentences  : indices of the training sentences that state ``first`` or ``second``
+    """
+
+    task: str
+    subject: str
+    bridge: str
+    object: str
+    first: Fact
+    second: Fact
+    test_sentences: tuple[int, ...]
+    support_sentences: tuple[int, ...]
+
+
+class MixedKnowledgeDataset(KnowledgeDataset):
+    """Single-hop and two-hop tasks in one dataset, with a split that holds out compositions.
+
+    Everything but the split is :class:`KnowledgeDataset`'s (sentences, tokenizer, trie, V(w)
+    over all sentences).  The split, seeded by ``seed``:
+
+    1. each two-hop task holds out round(test_fraction · |Δ_k|) of its compositions, chosen by
+       a permutation: *every* template's sentence of a held-out (s, o) is a test sentence and
+       every sentence of the other compositions a training sentence (the unit is the
+       composition whatever ``split_unit`` says, so that the test asks for facts never stated);
+    2. the single-hop facts that support a held-out composition -- (s, m) of its first hop and
+       (m, o) of its second -- are *pinned*: all their sentences are training sentences, so the
+       model has seen both hops in every phrasing;
+    3. every single-hop task is then split by ``split_unit`` as in :class:`KnowledgeDataset`
+       (round(test_fraction · its sentences) or · its facts), drawn from its unpinned sentences
+       or facts (fewer when the pins leave fewer).  The other direction is not closed: a
+       single-hop test fact may be a hop of a *training* composition.
+
+    With no two-hop task the split is exactly :class:`KnowledgeDataset`'s.  Every hop of a
+    two-hop task must be one of ``tasks`` (by name) holding the facts it composes.  The
+    two-hop templates must determine their object slot: no template of another task continues
+    the prefix before ⋆2 differently (else V(w) at the object would hold other tokens than the
+    composed object and a held-out sentence could coincide with another task's).
+    """
+
+    def __init__(self, tasks: Sequence[KnowledgeTask], *, seed: int = 0,
+                 test_fraction: float = 0.2, split_unit: str = "sentence",
+                 skipped_entities: Sequence[str] = ()):
+        tasks = sequence_of("tasks", tasks, KnowledgeTask)
+        split_arguments(seed, test_fraction, split_unit)
+        by_name = {t.name: t for t in tasks}
+        for t in tasks:
+            if not isinstance(t, TwoHopTask):
+                continue
+            for hop in (t.first, t.second):
+                have = by_name.get(hop.name)
+                require(have is not None and not isinstance(have, TwoHopTask), f"tasks ({t.name})",
+                        hop.name, f"the hop {hop.name!r} of {t.name!r} among the tasks, as a "
+                                  f"single-hop task (tasks given: {', '.join(by_name)})")
+            for s in t.dictionary:
+                for f in t.supports(s):
+                    got = by_name[f.task].dictionary.get(f.subject)
+                    require(got == f.object, f"tasks[{f.task!r}].dictionary[{f.subject!r}]", got,
+                            f"{f.object!r}: the fact {t.name!r} composes (pass the hop tasks "
+                            f"the two-hop task was built from)")
+        self._check_object_slots(tasks)
+        super().__init__(tasks, seed=seed, test_fraction=test_fraction, split_unit=split_unit,
+                         skipped_entities=skipped_entities)
+
+    @staticmethod
+    def _check_object_slots(tasks):
+        from .sources.templates_file import object_slot_conflicts
+
+        flat = [(k, tp) for k, t in enumerate(tasks) for tp in t.templates]
+        for (k1, i), (k2, j) in object_slot_conflicts(flat):
+            if isinstance(tasks[k1], TwoHopTask) or isinstance(tasks[k2], TwoHopTask):
+                fail(f"template {flat[i][1].text!r} ({tasks[k1].name})", flat[j][1].text,
+                     f"no template of another task ({tasks[k2].name} here) that continues the "
+                     f"prefix before ⋆2 of a two-hop template differently: the object slot of a "
+                     f"two-hop sentence must be determined")
+
+    # ---- the split ------------------------------------------------------------------------
+    def _build_split(self):
+        rng = np.random.default_rng(self.seed)
+        is_test = np.zeros(len(self.seqs), dtype=bool)
+        pinned = np.zeros(len(self.seqs), dtype=bool)
+        names = {t.name: k for k, t in enumerate(self.tasks)}
+        subject_index = [{s: i for i, s in enumerate(t.dictionary)} for t in self.tasks]
+        held: list[tuple[int, str]] = []
+        pinned_pairs: list[set[int]] = [set() for _ in self.tasks]
+        for k, t in enumerate(self.tasks):
+            if not isinstance(t, TwoHopTask):
+                continue
+            idx = np.nonzero(self.task == k)[0]
+            n_test = int(round(self.test_fraction * t.n_pairs))
+            out = rng.permutation(t.n_pairs)[:n_test]
+            is_test[idx[np.isin(self.pair[idx], out)]] = True
+            subjects = list(t.dictionary)
+            for p in sorted(int(i) for i in out):
+                held.append((k, subjects[p]))
+                for f in t.supports(subjects[p]):
+                    pinned_pairs[names[f.task]].add(subject_index[names[f.task]][f.subject])
+        for k, t in enumerate(self.tasks):
+            if isinstance(t, TwoHopTask):
+                continue
+            idx = np.nonzero(self.task == k)[0]
+            pin = np.isin(self.pair[idx], sorted(pinned_pairs[k]))
+            pinned[idx[pin]] = True
+            if self.split_unit == "sentence":
+                n_test = int(round(self.test_fraction * len(idx)))
+                is_test[rng.permutation(idx[~pin])[:n_test]] = True
+            else:
+                n_test = int(round(self.test_fraction * t.n_pairs))
+                free = np.setdiff1d(np.arange(t.n_pairs), sorted(pinned_pairs[k]))
+                out = free[rng.permutation(len(free))[:n_test]] if len(free) else free
+                is_test[idx[np.isin(self.pair[idx], out)]] = True
+        self.is_test = is_test
+        #: bool (M,): sentences kept in training because they state a hop of a held-out composition
+        self.pinned = pinned
+        self._held = held
+
+    # ---- records ----------------------------------------------------------------------------
+    @property
+    def two_hop_tasks(self) -> list[TwoHopTask]:
+        return [t for t in self.tasks if isinstance(t, TwoHopTask)]
+
+    def _sentences_of(self, k: int, subject: str) -> np.ndarray:
+        p = list(self.tasks[k].dictionary).index(subject)
+        return np.nonzero((self.task == k) & (self.pair == p))[0]
+
+    def _record(self, k: int, subject: str) -> HeldOutComposition:
+        t = self.tasks[k]
+        f1, f2 = t.supports(subject)
+        names = {x.name: j for j, x in enumerate(self.tasks)}
+        sup = np.concatenate([self._sentences_of(names[f.task], f.subject) for f in (f1, f2)])
+        sup = np.unique(sup[~self.is_test[sup]])
+        return HeldOutComposition(task=t.name, subject=subject, bridge=f1.object,
+                                  object=f2.object, first=f1, second=f2,
+                                  test_sentences=tuple(self._sentences_of(k, subject).tolist()),
+                                  support_sentences=tuple(sup.tolist()))
+
+    def held_out_compositions(self, task: str | int | None = None) -> list[HeldOutComposition]:
+        """Every held-out composition (of one two-hop task when ``task`` is given), in task
+        order then dictionary order, with the single-hop facts that support it."""
+        if task is None:
+            return [self._record(k, s) for k, s in self._held]
+        k = self._k(task)
+        require(isinstance(self.tasks[k], TwoHopTask), "task", task,
+                "a two-hop task of the dataset: " + ", ".join(t.name for t in self.two_hop_tasks))
+        return [self._record(kk, s) for kk, s in self._held if kk == k]
+
+    def supports(self, task: str | int, subject: str) -> HeldOutComposition:
+        """The record of the held-out composition of ``subject`` in two-hop task ``task``: its
+        two single-hop facts and the training sentences that state them."""
+        k = self._k(task)
+        held = [s for kk, s in self._held if kk == k]
+        require(subject in held, "subject", subject,
+                f"a subject of a held-out composition of {self.tasks[k].name!r} "
+                f"({len(held)} held out)")
+        return self._record(k, subject)
+
+    def split_stats(self) -> dict:
+        """:meth:`KnowledgeDataset.split_stats` plus the held-out compositions and pins."""
+        return dict(super().split_stats(), n_held_out_compositions=len(self._held),
+                    n_pinned_sentences=int(self.pinned.sum()))
+
+    def subset(self, tasks) -> "MixedKnowledgeDataset":
+        """A mixed dataset of some tasks (names or indices; a two-hop task needs its hops)."""
+        tasks = sequence("tasks", tasks, "task names or indices")
+        return MixedKnowledgeDataset([self.tasks[self._k(k)] for k in tasks], seed=self.seed,
+                                     test_fraction=self.test_fraction,
+                                     split_unit=self.split_unit,
+                                     skipped_entities=self.skipped_entities)
+
+    def __repr__(self) -> str:
+        return (f"MixedKnowledgeDataset({self.n_tasks} tasks ({len(self.two_hop_tasks)} two-hop), "
+                f"{self.n_sentences} sentences, {len(self._held)} held-out compositions)")
+
+
+def build_mixed_dataset(two_hop: Mapping[tuple[str, str], Sequence[str]], *,
+                        relations: Sequence[str] = (), n_pairs: int = 200, n_templates: int = 5,
+                        seed: int = 0, test_fraction: float = 0.2, split_unit: str = "sentence",
+                        complete_bridges: bool = True) -> MixedKnowledgeDataset:
+    """A mixed dataset from the embedded knowledge base.
+
+    two_hop   : {(first, second): templates} -- each key a chain of relation ids (see
+                :func:`embedded_chains`), each value the two-hop task's templates
+    relations : further single-hop relations to include; the hops are always included
+    n_pairs, n_templates, seed : as in :func:`~moe_routing.knowledge.build_dataset` (the
+                single-hop tasks are the same ``embedded_tasks``), the seed also drives the split
+    complete_bridges : True (default) adds to the second hop of each chain, after its own
+                sample, the facts (m, Δ₂(m)) of the bridges m of the first hop's sample that
+                the sample missed (so its dictionary can exceed ``n_pairs``; ``meta
+                ["added_bridges"]`` counts them).  Why: two independent samples of n pairs
+                share few bridges when the second relation is large (80 of 243 countries'
+                official languages meet 80 of 635 languages' scripts in a handful of
+                languages, often none), and the composition would be small or empty.
+                False keeps the samples as they are (an empty composition is refused).
+                Chains are completed in the order of ``two_hop``.
+    """
+    import dataclasses
+
+    from .sources.embedded import embedded_tasks, relation_ids, relation_pool
+
+    require(isinstance(two_hop, Mapping) and len(two_hop) > 0, "two_hop", two_hop,
+            "a non-empty mapping {(first relation, second relation): templates}")
+    ids = relation_ids()
+    for key in two_hop:
+        require(isinstance(key, tuple) and len(key) == 2 and all(r in ids for r in key),
+                "two_hop key", key, "a pair (first, second) of embedded relation ids")
+    extra = sequence("relations", relations, "a sequence of embedded relation ids",
+                     nonempty=False)
+    seed, test_fraction, split_unit = split_arguments(seed, test_fraction, split_unit)
+    complete_bridges = flag("complete_bridges", complete_bridges)
+    wanted = set(extra) | {r for key in two_hop for r in key}
+    unknown = sorted(r for r in wanted if r not in ids)
+    require(not unknown, "relations", unknown, "embedded relation ids: " + ", ".join(ids))
+    single = embedded_tasks(n_pairs=n_pairs, seed=seed, n_templates=n_templates,
+                            relations=[r for r in ids if r in wanted])
+    by_name = {t.name: t for t in single}
+    if complete_bridges:
+        for a, b in two_hop:
+            second, pool = by_name[b], relation_pool(b)
+            add = {m: pool[m] for m in by_name[a].dictionary.values()
+                   if m in pool and m not in second.dictionary}
+            if add:
+                by_name[b] = dataclasses.replace(
+                    second, dictionary={**second.dictionary, **add},
+                    meta=dict(second.meta, added_bridges=second.meta.get("added_bridges", 0)
+                              + len(add)))
+        single = [by_name[t.name] for t in single]
+    composed = [two_hop_task(by_name[a], by_name[b], tpls) for (a, b), tpls in two_hop.items()]
+    return MixedKnowledgeDataset([*single, *composed], seed=seed, test_fraction=test_fraction,
+                                 split_unit=split_unit)
+
+
+__all__ = ["ENTITY_KINDS", "entity_kinds", "kinds_meet", "compose", "Chain", "embedded_chains",
+           "task_chains", "format_chains", "print_chains", "Fact", "TwoHopTask", "two_hop_task",
+           "HeldOutComposition", "MixedKnowledgeDataset", "build_mixed_dataset"]

@@ -78,7 +78,7 @@ def test_sign_teacher_minimisers_converge_yet_gamma_convergence_fails():
         return np.sign(x - 0.3)
 
     def risk(s, tau):  # c = (1, −1) fixed: c_0 σ(z) + c_1 σ(−z) = tanh(z/2); tau = 0: hard
-        gate = ((lambda x: 1.0) if s == 0 else (lambda x: np.sign(x - 0.3))) if tau == 0 \
+        gate = ((lambda _x: 1.0) if s == 0 else (lambda x: np.sign(x - 0.3))) if tau == 0 \
             else (lambda x: np.tanh(s * (x - 0.3) / (2 * tau)))
         return integrate.quad(lambda x: 0.5 * (f(x) - gate(x)) ** 2, -1, 1, points=[0.3],
                               limit=200, epsabs=1e-13)[0]

@@ -108,3 +108,12 @@ def test_verdict_badges_are_readable_without_colour():
 
 def test_citation_of_a_project_without_a_record_says_so(tmp_path):
     assert "no citation record" in findings.citation(tmp_path, tmp_path)
+
+
+def test_first_clauses_keeps_whole_clauses_and_marks_the_cut():
+    reason = "all 86 task experts within bound; but the junction grows 29 → 61 → 134; n = 5"
+    assert findings.first_clauses(reason) == reason                        # fits: unchanged
+    assert findings.first_clauses(reason, limit=60) == "all 86 task experts within bound …"
+    long = "word " * 60
+    cut = findings.first_clauses(long.strip(), limit=40)
+    assert cut.endswith(" …") and len(cut) <= 42 and not cut[:-2].endswith(" ")

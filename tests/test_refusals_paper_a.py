@@ -664,7 +664,7 @@ def test_the_gate_refusal_states_both_convex_combinations_in_one_numbering():
     second so that its nodes are not the first structural nodes: every term λ·z[u] ('text') of
     the message must be a certificate row u (structural-node numbering), with its weight and
     prefix text, on its side — and the two weighted sums of codes must agree."""
-    from test_construction_refusals import D, REFUSED, codes_of_nodes
+    from test_construction_refusals import REFUSED, codes_of_nodes
 
     from moe_routing.construction import HypothesisFails, build_moe
 

@@ -69,6 +69,19 @@ def claim_kind(row: dict) -> str:
     return "theorem checked"
 
 
+def first_clauses(reason: str, limit: int = 140) -> str:
+    """The leading clauses of a rule's reason (split at "; "), as many as fit in ``limit``
+    characters, "…" marking a cut: the at-a-glance table's "why not fully" column (the whole
+    reason stands in the claim's row below the table)."""
+    clauses = reason.split("; ")
+    out = clauses[0] if len(clauses[0]) <= limit else clauses[0][:limit].rsplit(" ", 1)[0]
+    for c in clauses[1:]:
+        if len(out) + 2 + len(c) > limit:
+            break
+        out += "; " + c
+    return out if out == reason else out + " …"
+
+
 def verdict_class(verdict: str) -> str:
     """The CSS class of a verdict badge (``verdict-partly``, ``verdict-not-reproduced`` …)."""
     return "verdict-" + re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")

@@ -208,7 +208,8 @@ def ledger_page(project, profile: str) -> str:
             src = f" *[{r['source']}]*" if r["source"] else ""
             why = (("checked on our construction: "
                     if r["verdict"] == "reproduced for our construction" else "")
-                   + table_cell(r.get("reason") or "—")
+                   + table_cell(findings.first_clauses(r.get("reason") or "—"))
+                   + f" [(more)](#{anchor(r['id'])})"
                    if r["verdict"] in findings.NOT_FULLY else "")
             out.append(f"| {table_cell(r['short'])}{src}<br>[{r['id']}](#{anchor(r['id'])})"
                        f"{where} | {findings.claim_kind(r)} | {table_cell(r.get('key') or '—')} | "

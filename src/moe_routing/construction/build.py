@@ -241,7 +241,8 @@ def task_circuits(parts: ConstructionParts, *, global_gates: bool, settings: Fit
             slots = [t for t, side in zip(texts, cert.tag, strict=True) if side == 0]
             others = [t for t, side in zip(texts, cert.tag, strict=True) if side == 1]
 
-            def combination(side: int) -> str:   # Σ λ_u z(u) over one side, u a structural node
+            def combination(side: int, cert=cert, texts=texts) -> str:
+                # Σ λ_u z(u) over one side of the certificate, u a structural node
                 return " + ".join(f"{lam:.3g}·z[{int(u)}] ({text!r})" for u, lam, text, tag
                                   in zip(cert.rows, cert.weights, texts, cert.tag, strict=True)
                                   if tag == side)

@@ -137,3 +137,15 @@ def test_label_and_alt_checks_see_what_they_should():
     meta = ("---\nmystnb:\n  image:\n    alt: A curve with a minimum near b equals 0.27\n"
             "      and a dashed line.\ntags: [hide-input]\n---\n")
     assert alt_texts(meta) == ["A curve with a minimum near b equals 0.27 and a dashed line."]
+
+
+ALL_CHAPTERS = sorted(p for p in (ROOT / "notebooks").glob("*.md") if p.name != "README.md")
+
+
+@pytest.mark.parametrize("path", ALL_CHAPTERS, ids=lambda p: p.stem)
+def test_alt_texts_pass_the_browser_checks_rule_before_the_build(path):
+    """The rendered-book check refuses an alt text with a "/" (a file path, or a fraction a
+    screen reader reads as "slash") or under 20 characters: the same rule on the sources, so a
+    chapter fails here in seconds instead of after the smoke book's build."""
+    bad = [a for a in alt_texts(path.read_text(encoding="utf-8")) if "/" in a or len(a) < 20]
+    assert bad == []

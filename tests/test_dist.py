@@ -131,7 +131,10 @@ def test_required_parts_are_present(bundle, smoke_book, student_book):
     assert not [p for p in (folder / "html-student").rglob("*autograder*")]
     assert not [p for p in student_book.rglob("*autograder*")]
     teaching = (smoke_book / "teaching.html").read_text(encoding="utf-8")
-    assert all(f"{n}-autograder.zip" in teaching and f"{n}.ipynb" in teaching for n in NAMES)
+    # the teacher's guide offers the notebooks to hand out, never an autograder (those are built
+    # with make assignments where the teacher grades: the public site has none)
+    assert all(f"{n}.ipynb" in teaching for n in NAMES)
+    assert not re.search(r'href="[^"]*-autograder\.zip"', teaching)
 
 
 @pytest.mark.book

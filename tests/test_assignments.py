@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import re
 import subprocess
 import venv
 import zipfile
@@ -28,6 +27,7 @@ import yaml
 
 from moe_book import assignments as build
 from moe_book import grading as grade
+from moe_book.classroom import assignment_secrets
 
 pytestmark = pytest.mark.assignments
 
@@ -109,31 +109,10 @@ def test_hidden_tests_exist_and_stay_out_of_the_student_notebook(built, checked,
     assert checked[name].problems == []
 
 
-def _solution_lines(source: str) -> list[str]:
-    """Non-trivial code lines inside # BEGIN SOLUTION … # END SOLUTION or ending in # SOLUTION."""
-    lines, inside, raw = [], False, False
-    for line in source.splitlines():
-        s = line.strip()
-        # raw cells delimit otter's blocks (question, solution cells, tests): not code lines
-        if s.startswith("```{raw-cell}"):
-            raw = True
-        if raw:
-            raw = s != "```"
-            continue
-        if re.match(r"#\s*BEGIN SOLUTION", s):
-            inside = True
-        elif re.match(r"#\s*END SOLUTION", s):
-            inside = False
-        elif inside or s.endswith("# SOLUTION"):
-            code = s.removesuffix("# SOLUTION").strip()
-            if len(code) > 15 and not code.startswith(("#", '"""', "```")):
-                lines.append(code)
-    return lines
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_no_solution_line_reaches_the_student(built, name):
-    solution = _solution_lines((ROOT / "assignments" / f"{name}.md").read_text())
+    # the one parser of solution lines, the publish check's (moe_book.classroom)
+    _, solution = assignment_secrets((ROOT / "assignments" / f"{name}.md").read_text())
     assert len(solution) >= 5, "the source has no solution lines: the parser is broken"
     cells = json.loads(built[name].student.read_text())["cells"]
     student = "\n".join("".join(c["source"]) for c in cells)

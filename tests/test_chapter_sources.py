@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -149,3 +150,20 @@ def test_alt_texts_pass_the_browser_checks_rule_before_the_build(path):
     chapter fails here in seconds instead of after the smoke book's build."""
     bad = [a for a in alt_texts(path.read_text(encoding="utf-8")) if "/" in a or len(a) < 20]
     assert bad == []
+
+
+def test_the_capacity_probe_the_training_chapter_reads_holds_its_stated_models():
+    """The training chapter reads one block of benchmarks/results/capacity_probe.json (two-token
+    subjects, experts of 4 neurons) and names three of its models: they must be there, with
+    intervals, or the chapter's sentence about them has nothing under it."""
+    probe = json.loads((ROOT / "benchmarks" / "results" / "capacity_probe.json").read_text())
+    block = next(b for b in probe["blocks"]
+                 if b["encoding"] == "two-token" and b["regime"]["d_expert"] == 4)
+    rows = {r["model"]: r for r in block["rows"]}
+    assert {"E=1", "E=7 task-routed", "dense, 7x neurons"} <= set(rows)
+    for r in rows.values():
+        assert r["accuracy_low"] <= r["accuracy"] <= r["accuracy_high"]
+        assert r["accuracy_experts_off"] is not None
+    text = (ROOT / "notebooks" / "training.md").read_text(encoding="utf-8")
+    for key in ("training-probe-e1", "training-probe-e7", "training-probe-dense"):
+        assert f"{{glue:text}}`{key}" in text      # the prose quotes them through glue

@@ -1,4 +1,5 @@
-"""The trainable one-layer MoE transformer of paper A, its losses, training and evaluation.
+"""The trainable MoE transformer of paper A (one layer; L layers for our two-hop chapter), its
+losses, training and evaluation.
 
 The hand-built model of Theorems 4.1/4.2 (``moe_routing.construction``) writes its weights into
 the same :class:`MoETransformer`, so trained and constructed models share one forward pass and
@@ -13,12 +14,13 @@ from .losses import (IGNORE_INDEX, OBJECTIVES, LossParts, load_balancing_loss,
                      task_to_expert)
 from .parameters import ParameterCount, parameter_count
 from .train import History, TrainConfig, TrainData, build_and_train, train
-from .transformer import ModelOutput, MoETransformer
+from .transformer import LayerOutput, ModelOutput, MoELayer, MoETransformer
 
 __all__ = [
     "ACTIVATIONS", "BACKENDS", "GATE_MODES", "IGNORE_INDEX", "OBJECTIVES", "ExactMatch",
-    "History", "LossParts", "ModelOutput", "MoEConfig", "MoETransformer", "ParameterCount",
-    "RoutingRecord", "TrainConfig", "TrainData", "ValidMass", "build_and_train",
+    "History", "LayerOutput", "LossParts", "ModelOutput", "MoEConfig", "MoELayer",
+    "MoETransformer", "ParameterCount", "RoutingRecord", "TrainConfig", "TrainData",
+    "ValidMass", "build_and_train",
     "collect_routing", "exact_match", "greedy_complete", "load_balancing_loss",
     "next_token_cross_entropy", "objective_loss", "parameter_count", "router_z_loss",
     "task_router_loss", "task_to_expert", "train", "valid_next_mass",

@@ -1,4 +1,4 @@
-"""`MoEConfig`: the one dataclass that fixes a one-layer MoE transformer (paper A).
+"""`MoEConfig`: the one dataclass that fixes an MoE transformer (paper A: one layer).
 
 The same configuration serves the trained models of the experiments (paper A) and the
 hand-built model of Theorems 4.1/4.2 (``moe_routing.construction``), so that both run through one
@@ -20,12 +20,19 @@ ACTIVATIONS = ("relu", "gelu")
 
 @dataclass(frozen=True)
 class MoEConfig:
-    """Shape and behaviour of a single-layer MoE transformer.
+    """Shape and behaviour of an MoE transformer of ``n_layers`` layers (paper A: one).
 
     The layer is ``A' = MHA(A) + A``, ``A'' = MoE(A') + A'``, ``logits = W_U A''`` (paper A),
     with optional pre-LayerNorms (``layernorm=True``: ``MHA(LN(A))``, ``MoE(LN(A'))``,
     ``W_U LN(A'')``; off in the construction, on by default for training because it makes the
-    learning rate far less touchy).
+    learning rate far less touchy).  With ``n_layers = L > 1`` the layer is repeated (ours,
+    beyond paper A: two-hop knowledge wants one routing decision per hop)::
+
+        A_1 = tok_emb + pos_emb,  A_l' = MHA_l(LN(A_l)) + A_l,  A_{l+1} = MoE_l(LN(A_l')) + A_l',
+        logits = W_U LN(A_{L+1})
+
+    every layer with its own attention, router and experts of the same shape (all the fields
+    below apply to each layer alike: widths, ``expert_sizes``, ``router_block``, ``gate``, …).
 
     Fields
     ------
@@ -62,6 +69,8 @@ class MoEConfig:
         readable per-expert reference, Mixtral-style), ``"dense"`` (every expert on every token,
         then masked: a test oracle).
     init_std : standard deviation of the normal initialisation of weight matrices.
+    n_layers : number of (attention, MoE) layers L ≥ 1 (default 1, the model of paper A; a
+        one-layer model is exactly the model this class described before it had the field).
     """
 
     vocab_size: int
@@ -83,6 +92,7 @@ class MoEConfig:
     unembed_bias: bool = False
     backend: str = "sorted"
     init_std: float = 0.02
+    n_layers: int = 1
 
     def __post_init__(self) -> None:
         # NumPy / torch scalars are accepted (a dataset's sizes often are) and stored as plain
@@ -94,7 +104,7 @@ class MoEConfig:
             put(name, integer(f"MoEConfig.{name}", getattr(self, name), low=low, high=high))
 
         int_field("vocab_size", 2)
-        for name in ("max_len", "d_model", "n_heads", "n_experts", "d_expert"):
+        for name in ("max_len", "d_model", "n_heads", "n_experts", "d_expert", "n_layers"):
             int_field(name, 1)
         if self.d_head is None:
             require(self.d_model % self.n_heads == 0, "MoEConfig.d_head", self.d_head,

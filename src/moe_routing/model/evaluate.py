@@ -26,7 +26,7 @@ import torch
 from ..validation import fail, integer, require
 from .checks import ids_in_range, tensor
 from .losses import IGNORE_INDEX
-from .transformer import MoETransformer
+from .transformer import MoETransformer, layer_index
 
 
 def _model(model) -> MoETransformer:
@@ -192,16 +192,20 @@ class RoutingRecord(NamedTuple):
 
 @torch.no_grad()
 def collect_routing(model: MoETransformer, inputs: torch.Tensor, task_ids: torch.Tensor,
-                    mask: torch.Tensor | None = None, batch_size: int = 1024) -> RoutingRecord:
+                    mask: torch.Tensor | None = None, batch_size: int = 1024,
+                    layer: int = 0) -> RoutingRecord:
     """Run the model and keep the router's decisions where ``mask`` (b, t) is True (default:
     everywhere), ready for ``moe_routing.routing_metrics`` (e.g. ``routing_summary(rec.task,
     rec.expert[:, 0], K, E, rec.probs)``).
 
-    inputs (b, t) token ids, task_ids (b,) integer, mask (b, t) bool."""
+    inputs (b, t) token ids, task_ids (b,) integer (for a deeper model, whichever task the
+    caller measures this layer's routing against, e.g. the hop-2 task for layer 2), mask (b, t)
+    bool; layer: which layer's router, 0-based (default 0: layer 1, the only one of paper A)."""
     _model(model)
     _tokens("inputs", inputs, model)
     tensor("task_ids", task_ids, "int", shape=(inputs.shape[0],))
     batch_size = integer("batch_size", batch_size, low=1)
+    layer = layer_index(layer, model.config.n_layers)
     if mask is None:
         mask = torch.ones(inputs.shape, dtype=torch.bool)
     tensor("mask", mask, "bool", shape=tuple(inputs.shape))
@@ -216,8 +220,9 @@ def collect_routing(model: MoETransformer, inputs: torch.Tensor, task_ids: torch
         out = model(batch, logits_mask=torch.zeros(batch.shape, dtype=torch.bool,
                                                    device=device))
         m = mask[s:s + batch_size].to(device)                             # (b, t)
-        experts.append(out.expert_index[m].cpu())
-        probs.append(out.router_probs[m].float().cpu())
+        rec = out.layers[layer]
+        experts.append(rec.expert_index[m].cpu())
+        probs.append(rec.router_probs[m].float().cpu())
         tasks.append(task_ids[s:s + batch_size].to(device)[:, None].expand_as(m)[m].cpu())
         pos.append(torch.arange(m.shape[1], device=device).expand_as(m)[m].cpu())
     model.train(was)

@@ -15,6 +15,18 @@ Shape legend: ``b`` batch, ``t`` sequence, ``v`` vocabulary, ``e`` experts, ``k`
   set S of supervised positions given as an explicit mask (our choice, the paper does not say
   which positions it supervises: by default every non-padding input position of a sentence).
 
+Several layers (``MoEConfig.n_layers = L > 1``, ours).  :func:`objective_loss` takes the
+router tensors of every layer and **averages** LB, z-loss and the task-router loss over the
+layers (Switch Transformer's code and Mixtral's *sum* per-layer auxiliary losses instead).  Why
+the mean: each part keeps its one-layer scale at any depth -- LB is α at uniform routing in
+every layer and so is their mean, the task-router loss is a mean cross-entropy in nats -- so
+the coefficients α, β and ``router_alpha`` tuned for paper A's one-layer model mean the same
+for a deeper one, and a one-layer model's loss is exactly what it was.  The price: with a sum
+each layer would get the same gradient weight as in a one-layer model; with the mean a layer's
+weight is α / L (multiply the coefficient by L to recover the sum).  The task-router loss
+supervises each layer with its own designated experts (per-layer task ids, e.g. the hop-1 task
+for layer 1 and the hop-2 task for layer 2 of a two-hop sentence).
+
 Arguments are checked at the call (the library's idiom, :mod:`moe_routing.validation`):
 coefficients must be finite and ≥ 0, tensors must have the right dtype and shape and hold at
 least one token.  Those checks read metadata only, because these functions run in every
@@ -42,7 +54,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ..validation import choice, integer, number, require
+from ..validation import choice, fail, integer, number, require
 from .checks import tensor
 
 IGNORE_INDEX = -100
@@ -309,9 +321,25 @@ def _task_router_async(logits: torch.Tensor, targets: torch.Tensor,
     return _cross_entropy_async(logits, targets, IGNORE_INDEX)
 
 
+def _per_layer(name: str, value) -> tuple[torch.Tensor, ...]:
+    """One tensor (one layer) or a non-empty tuple/list of tensors (one per layer) → a tuple."""
+    if isinstance(value, torch.Tensor):
+        return (value,)
+    if isinstance(value, (tuple, list)) and len(value) > 0:
+        return tuple(value)
+    fail(name, type(value).__name__ if not isinstance(value, (tuple, list)) else value,
+         "a tensor (one layer) or a non-empty tuple of tensors, one per layer "
+         "(e.g. tuple(layer.router_logits for layer in model(idx).layers))")
+
+
+def _layer_mean(values: list[torch.Tensor]) -> torch.Tensor:
+    """Mean over layers; one layer's value itself (bit for bit the one-layer loss)."""
+    return values[0] if len(values) == 1 else torch.stack(values).mean()
+
+
 def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
-                   router_logits: torch.Tensor, router_probs: torch.Tensor,
-                   expert_index: torch.Tensor, task_ids: torch.Tensor | None = None,
+                   router_logits, router_probs, expert_index,
+                   task_ids: torch.Tensor | None = None,
                    router_mask: torch.Tensor | None = None, lb_alpha: float = 0.01,
                    router_alpha: float = 1.0, z_beta: float = 0.0,
                    ignore_index: int = IGNORE_INDEX) -> LossParts:
@@ -319,11 +347,22 @@ def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
 
     logits (b, t, v), or (m, v) at the m positions where targets != ignore_index (as returned
     by ``model(idx, logits_mask=targets != ignore_index)``); targets (b, t) with ``ignore_index``
-    padding; task_ids (b,) — needed for ``ce+router``;
-    router_mask (b, t) bool — supervised router positions (default: targets != ignore_index).
-    LB and z-loss count the non-padding tokens (targets != ignore_index).  ``z_beta`` > 0 adds
-    the z-loss to any objective.
+    padding; router_logits (b, t, e), router_probs (b, t, e), expert_index (b, t, k) -- one
+    layer's tensors, or for L layers a tuple of L of each (``ModelOutput.layers``), layer 1
+    first; task_ids — needed for ``ce+router``: (b,), one task per sequence, whose designated
+    expert supervises every layer, or (b, L), the task whose expert supervises layer l in
+    column l; router_mask (b, t) bool — supervised router positions (default: targets !=
+    ignore_index), the same in every layer.  LB and z-loss count the non-padding tokens
+    (targets != ignore_index).  ``z_beta`` > 0 adds the z-loss to any objective.  With L
+    layers LB, z-loss and the task-router loss are the means over layers (module docstring).
     """
+    router_logits = _per_layer("router_logits", router_logits)
+    router_probs = _per_layer("router_probs", router_probs)
+    expert_index = _per_layer("expert_index", expert_index)
+    n_layers = len(router_logits)
+    require(len(router_probs) == n_layers and len(expert_index) == n_layers,
+            "len(router_probs), len(expert_index)", (len(router_probs), len(expert_index)),
+            f"{n_layers} each: one tensor per layer, as router_logits")
     choice("objective", objective, OBJECTIVES)
     lb_alpha = _coefficient("lb_alpha", lb_alpha)
     router_alpha = _coefficient("router_alpha", router_alpha)
@@ -341,19 +380,30 @@ def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
         ce = next_token_cross_entropy(logits, picked, ignore_index)
     else:
         ce = next_token_cross_entropy(logits, targets, ignore_index)
-    lb = (load_balancing_loss(router_probs, expert_index, lb_alpha, real)
+    lb = (_layer_mean([load_balancing_loss(p, i, lb_alpha, real)
+                       for p, i in zip(router_probs, expert_index)])
           if objective == "ce+lb" else zero)
-    z = router_z_loss(router_logits, z_beta, real) if z_beta > 0 else zero
+    z = (_layer_mean([router_z_loss(r, z_beta, real) for r in router_logits])
+         if z_beta > 0 else zero)
     rt = zero
     if objective == "ce+router":
         require(task_ids is not None, "task_ids", task_ids,
                 "one task id per sequence: objective 'ce+router' needs them")
-        tensor("task_ids", task_ids, "int", shape=(targets.shape[0],))
-        experts = task_to_expert(task_ids, router_logits.shape[-1])       # (b,)
-        targets_e = experts[:, None].expand(router_logits.shape[:-1])     # (b, t)
+        b = targets.shape[0]
+        tensor("task_ids", task_ids, "int")
+        require(tuple(task_ids.shape) in ((b,), (b, n_layers)), "task_ids.shape",
+                tuple(task_ids.shape), f"({b},): one task per sequence for every layer, or "
+                f"({b}, {n_layers}): one task per sequence and layer ({n_layers} layer(s) of "
+                "router tensors given)")
         mask = real if router_mask is None else tensor("router_mask", router_mask, "bool",
                                                         shape=tuple(targets.shape))
-        rt = router_alpha * task_router_loss(router_logits, targets_e, mask)
+        parts = []
+        for l, logits_l in enumerate(router_logits):
+            ids = task_ids if task_ids.dim() == 1 else task_ids[:, l]
+            experts = task_to_expert(ids, logits_l.shape[-1])             # (b,)
+            targets_e = experts[:, None].expand(logits_l.shape[:-1])      # (b, t)
+            parts.append(task_router_loss(logits_l, targets_e, mask))
+        rt = router_alpha * _layer_mean(parts)
     lb = _upcast(lb)
     total = ce + lb + z + rt
     return LossParts(total, ce, lb, z, rt)

@@ -11,7 +11,10 @@ Conventions (why the numbers are what they are):
   a masked neuron outputs exactly zero and gets zero gradient, it is not a parameter of the
   model; ``stored_experts`` gives the padded storage for comparison;
 * a token uses one row of each embedding table (``2·d_model``), all of the attention, the
-  router, the LayerNorms and the unembedding, and the ``top_k`` experts it is routed to.
+  router, the LayerNorms and the unembedding, and the ``top_k`` experts it is routed to;
+* with ``n_layers = L`` every layer has its own attention, router, two LayerNorms and experts:
+  those parts are L times one layer's (the final LayerNorm and the embeddings once), and a
+  token uses ``top_k`` experts *in each layer*.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ class ParameterCount:
 
     ``experts_active`` is the mean, over tokens, of the live parameters of the experts a token
     uses: over the given routing, or the ``top_k`` largest experts when none is given (an upper
-    bound, ``active_max`` in the construction's words).
+    bound, ``active_max`` in the construction's words).  Over all layers: ``attention``,
+    ``router``, ``layernorm``, ``experts_total``, ``experts_active`` and ``stored_experts`` sum
+    the L layers; ``per_expert`` is one layer's experts (every layer has the same).
     """
 
     total: int
@@ -44,6 +49,7 @@ class ParameterCount:
     layernorm: int
     unembedding: int
     stored_experts: int
+    n_layers: int = 1
 
     @property
     def active_fraction(self) -> float:
@@ -71,29 +77,45 @@ def _expert_ids(expert_ids, cfg: MoEConfig) -> np.ndarray:
 def parameter_count(config: MoEConfig, expert_ids=None) -> ParameterCount:
     """Parameters of the model ``MoETransformer(config)``.
 
-    expert_ids : optional integer array (..., top_k) (flattened to m·top_k ids) of the experts
-        chosen for m tokens, e.g. ``collect_routing(...).expert``; ``experts_active`` is then
-        their mean per token.  Without it: the ``top_k`` largest experts.
+    expert_ids : optional routing, ``experts_active`` is then the mean per token of the live
+        parameters of the experts it chose.  One layer: an integer array (..., top_k)
+        (flattened to m·top_k ids) of the experts chosen for m tokens, e.g.
+        ``collect_routing(...).expert``.  L layers: a list or tuple of L such arrays, layer 1
+        first (e.g. ``[collect_routing(..., layer=l).expert for l in range(L)]``), each
+        layer's mean added.  Without it: the ``top_k`` largest experts, in every layer.
     """
     if not isinstance(config, MoEConfig):
         fail("config", type(config).__name__, "a MoEConfig (e.g. model.config)")
     cfg = config
+    L = cfg.n_layers
     d, v, h, c, e = cfg.d_model, cfg.vocab_size, cfg.n_heads, cfg.head_dim, cfg.n_experts
     per_expert = tuple(2 * n * d + n + d for n in cfg.neurons_per_expert)   # W1, b1, W2, b2
     embeddings = v * d + cfg.max_len * d
-    attention = 4 * h * d * c + ((3 * h * c + d) if cfg.attn_bias else 0)
-    router = e * d + (e if cfg.router_bias else 0)
-    layernorm = 3 * 2 * d if cfg.layernorm else 0
+    attention = L * (4 * h * d * c + ((3 * h * c + d) if cfg.attn_bias else 0))
+    router = L * (e * d + (e if cfg.router_bias else 0))
+    layernorm = (2 * L + 1) * 2 * d if cfg.layernorm else 0   # two per layer, one final
     unembedding = v * d + (v if cfg.unembed_bias else 0)
     if expert_ids is None:
-        experts_active = float(sum(sorted(per_expert, reverse=True)[:cfg.top_k]))
+        experts_active = float(L * sum(sorted(per_expert, reverse=True)[:cfg.top_k]))
     else:
-        ids = _expert_ids(expert_ids, cfg)
-        experts_active = float(np.asarray(per_expert)[ids].sum() / (ids.size // cfg.top_k))
+        if L == 1:
+            per_layer = [expert_ids]
+        else:
+            require(isinstance(expert_ids, (list, tuple)) and len(expert_ids) == L,
+                    "expert_ids", type(expert_ids).__name__ if not isinstance(
+                        expert_ids, (list, tuple)) else f"a sequence of {len(expert_ids)}",
+                    f"a list or tuple of n_layers={L} integer arrays (..., top_k), one per "
+                    "layer")
+            per_layer = expert_ids
+        experts_active = 0.0
+        for ids in per_layer:
+            ids = _expert_ids(ids, cfg)
+            experts_active += float(np.asarray(per_expert)[ids].sum() / (ids.size // cfg.top_k))
     shared = attention + router + layernorm + unembedding
     return ParameterCount(
-        total=embeddings + shared + sum(per_expert),
+        total=embeddings + shared + L * sum(per_expert),
         active=2 * d + shared + experts_active,
-        experts_total=sum(per_expert), experts_active=experts_active, per_expert=per_expert,
-        embeddings=embeddings, attention=attention, router=router, layernorm=layernorm,
-        unembedding=unembedding, stored_experts=e * (2 * d * cfg.d_expert + cfg.d_expert + d))
+        experts_total=L * sum(per_expert), experts_active=experts_active,
+        per_expert=per_expert, embeddings=embeddings, attention=attention, router=router,
+        layernorm=layernorm, unembedding=unembedding,
+        stored_experts=L * e * (2 * d * cfg.d_expert + cfg.d_expert + d), n_layers=L)

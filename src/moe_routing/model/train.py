@@ -57,12 +57,18 @@ class TrainData:
     task_ids (n,) long — task of each sequence (needed by ``ce+router`` and routing metrics);
     router_mask (n, t) bool or None — positions the task-router loss supervises (default: all
         positions whose target is not ignored).
+    layer_tasks (n, L) long or None — for a model of L layers, the task whose designated expert
+        supervises layer l (column l) in ``ce+router`` (e.g. hop 1 and hop 2 of a two-hop
+        sentence); without it ``task_ids`` supervises every layer.  L must equal the model's
+        ``n_layers`` (checked by :func:`train`).  ``task_ids`` stays the task of the sentence
+        (routing metrics read it).
     """
 
     inputs: torch.Tensor
     targets: torch.Tensor
     task_ids: torch.Tensor | None = None
     router_mask: torch.Tensor | None = None
+    layer_tasks: torch.Tensor | None = None
 
     def __post_init__(self):
         tensor("TrainData.inputs", self.inputs, "int", ndim=2)
@@ -80,17 +86,27 @@ class TrainData:
                         "ids ≥ 0")
         if self.router_mask is not None:
             tensor("TrainData.router_mask", self.router_mask, "bool", shape=shape)
+        if self.layer_tasks is not None:
+            tensor("TrainData.layer_tasks", self.layer_tasks, "int", ndim=2)
+            require(self.layer_tasks.shape[0] == shape[0], "TrainData.layer_tasks.shape",
+                    tuple(self.layer_tasks.shape),
+                    f"({shape[0]}, n_layers): one row per sequence (n={shape[0]}), one column "
+                    "per layer -- a transposed (n_layers, n) tensor is refused here")
+            require(int(self.layer_tasks.min()) >= 0, "TrainData.layer_tasks.min()",
+                    int(self.layer_tasks.min()), "task ids ≥ 0")
 
     def __len__(self) -> int:
         return self.inputs.shape[0]
 
     @classmethod
-    def from_split(cls, split, router_mask: torch.Tensor | None = None) -> "TrainData":
+    def from_split(cls, split, router_mask: torch.Tensor | None = None,
+                   layer_tasks: torch.Tensor | None = None) -> "TrainData":
         """From a knowledge ``EncodedSplit`` (``moe_routing.knowledge``): its ``inputs``,
-        ``targets_masked(IGNORE_INDEX)`` and ``task``; ``router_mask`` as in the class doc."""
+        ``targets_masked(IGNORE_INDEX)`` and ``task``; ``router_mask`` and ``layer_tasks`` as
+        in the class doc."""
         return cls(inputs=split.inputs.contiguous(),
                    targets=split.targets_masked(IGNORE_INDEX).contiguous(),
-                   task_ids=split.task, router_mask=router_mask)
+                   task_ids=split.task, router_mask=router_mask, layer_tasks=layer_tasks)
 
     def check_vocab(self, vocab_size: int, max_len: int) -> None:
         """ValueError when the data do not fit the model's vocabulary or context."""
@@ -282,8 +298,14 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
     device = resolve_device(cfg.device)
     mcfg = model.config
     data.check_vocab(mcfg.vocab_size, mcfg.max_len)
-    require(cfg.objective != "ce+router" or data.task_ids is not None, "TrainData.task_ids",
-            None, "one task id per sequence: objective 'ce+router' needs them")
+    require(cfg.objective != "ce+router" or data.task_ids is not None
+            or data.layer_tasks is not None, "TrainData.task_ids", None,
+            "one task id per sequence (or layer_tasks): objective 'ce+router' needs them")
+    if data.layer_tasks is not None:
+        require(data.layer_tasks.shape[1] == mcfg.n_layers, "TrainData.layer_tasks.shape",
+                tuple(data.layer_tasks.shape),
+                f"({len(data)}, {mcfg.n_layers}): one column per layer of the model "
+                f"(n_layers={mcfg.n_layers})")
     use_amp = cfg.amp and device == "cuda"
     use_tf32 = cfg.tf32 and device == "cuda"
     caller_precision = torch.get_float32_matmul_precision()
@@ -300,7 +322,9 @@ def _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
 
     model.to(device)
     inputs, targets = data.inputs.to(device), data.targets.to(device)    # (n, t) each, once
-    task_ids = data.task_ids.to(device) if data.task_ids is not None else None
+    # the router loss's task ids: per layer where given, else one per sequence
+    router_tasks = data.layer_tasks if data.layer_tasks is not None else data.task_ids
+    task_ids = router_tasks.to(device) if router_tasks is not None else None
     rmask = data.router_mask.to(device) if data.router_mask is not None else None
     n = len(data)
     total = cfg.total_steps(n)
@@ -330,9 +354,11 @@ def _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
             real = tgt != IGNORE_INDEX
             out = model(inputs[idx], logits_mask=real,                    # logits (m, v)
                         n_selected=int(n_real[host_idx].sum()))
+            layers = out.layers                                           # one per layer
             parts = objective_loss(
-                cfg.objective, out.logits, tgt, out.router_logits, out.router_probs,
-                out.expert_index, None if task_ids is None else task_ids[idx],
+                cfg.objective, out.logits, tgt, tuple(r.router_logits for r in layers),
+                tuple(r.router_probs for r in layers), tuple(r.expert_index for r in layers),
+                None if task_ids is None else task_ids[idx],
                 None if rmask is None else rmask[idx], lb_alpha=cfg.lb_alpha,
                 router_alpha=cfg.router_alpha, z_beta=cfg.z_beta)
         opt.zero_grad(set_to_none=True)

@@ -1,8 +1,11 @@
-"""`MoETransformer`: the single-layer Mixture-of-Experts transformer of paper A.
+"""`MoETransformer`: the Mixture-of-Experts transformer of paper A (one layer), or L layers.
 
     A'  = MHA(A) + A                  (causal multi-head attention, per-head output maps W_O)
     A'' = MoE(A') + A'                (router with temperature, top-k, stacked expert FFNs)
     logits = W_U A''
+
+With ``MoEConfig.n_layers = L > 1`` (ours, beyond paper A) the pair (MHA, MoE) is repeated L
+times, each layer with its own weights, and ``W_U`` reads the last layer's output.
 
 Shape legend: ``b`` batch, ``t`` sequence, ``d`` d_model, ``h`` heads, ``c`` head width,
 ``e`` experts, ``f`` expert width, ``k`` experts per token, ``v`` vocabulary.
@@ -30,8 +33,42 @@ from .dispatch import dispatch
 from .losses import on_cpu, selected_rows
 
 
+class LayerOutput(NamedTuple):
+    """One layer's routing (and, with ``return_internals=True``, its internals).
+
+    The fields mean for layer l what :class:`ModelOutput`'s fields of the same name mean for
+    layer 1: ``resid_mid`` is A_l' = MHA_l(A_l) + A_l and ``moe_out`` is MoE_l(A_l'), so the
+    layer's output is ``resid_mid + moe_out``.
+    """
+
+    router_logits: torch.Tensor     # (b, t, e)
+    router_probs: torch.Tensor      # (b, t, e)
+    expert_index: torch.Tensor      # (b, t, k)
+    gate: torch.Tensor              # (b, t, k)
+    attn_weights: torch.Tensor | None = None   # (b, h, t, t)
+    head_outputs: torch.Tensor | None = None   # (b, h, t, d)
+    resid_mid: torch.Tensor | None = None      # (b, t, d)
+    moe_out: torch.Tensor | None = None        # (b, t, d)
+
+
+def layer_index(layer, n_layers: int) -> int:
+    """A 0-based layer index in ``0 .. n_layers − 1`` (ValueError naming the model's depth)."""
+    layer = integer("layer", layer)
+    require(0 <= layer < n_layers, "layer", layer,
+            f"a layer index in 0..{n_layers - 1} (0-based: 0 is layer 1; the model has "
+            f"n_layers={n_layers})")
+    return layer
+
+
 class ModelOutput(NamedTuple):
-    """What one forward pass returns (internals only with ``return_internals=True``)."""
+    """What one forward pass returns (internals only with ``return_internals=True``).
+
+    Every field but ``layers`` is about layer 1 (the only layer of paper A's model), so a
+    caller written for one layer reads the same values from a deeper model's first layer.
+    ``layers`` holds one :class:`LayerOutput` per layer, layer 1 first, always -- a one-tuple
+    for a one-layer model (its tensors are the very objects of the fields above), so that code
+    reading ``out.layers[l]`` works at any depth.
+    """
 
     logits: torch.Tensor            # (b, t, v)
     router_logits: torch.Tensor     # (b, t, e)  W_r x / τ (+ bias / τ); softmax gives router_probs
@@ -42,6 +79,7 @@ class ModelOutput(NamedTuple):
     head_outputs: torch.Tensor | None = None   # (b, h, t, d) each head's write to the residual
     resid_mid: torch.Tensor | None = None      # (b, t, d) A' = MHA(A) + A
     moe_out: torch.Tensor | None = None        # (b, t, d) MoE(A') (before the residual add)
+    layers: tuple[LayerOutput, ...] | None = None   # one per layer (n_layers), layer 1 first
 
 
 class CausalSelfAttention(nn.Module):
@@ -151,8 +189,55 @@ class Experts(nn.Module):
                         self.activation)
 
 
+class MoELayer(nn.Module):
+    """Layers 2..L of a deeper model: the parts of one layer, under the names layer 1 uses.
+
+    ``ln_attn``, ``attn``, ``ln_moe``, ``router``, ``experts`` (as in :class:`MoETransformer`)
+    and the knock-out state of the layer (buffer ``expert_alive`` (e,), ``knockout_mode``).
+    """
+
+    def __init__(self, cfg: MoEConfig):
+        super().__init__()
+        norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.layernorm else nn.Identity
+        self.ln_attn, self.ln_moe = norm(), norm()
+        self.attn = CausalSelfAttention(cfg)
+        self.router = Router(cfg)
+        self.experts = Experts(cfg)
+        self.register_buffer("expert_alive", torch.ones(cfg.n_experts))
+        self.knockout_mode = "zero"
+
+
+def _layer_forward(layer, cfg: MoEConfig, a: torch.Tensor, return_internals: bool,
+                   backend: str | None) -> tuple[torch.Tensor, LayerOutput]:
+    """One layer on the residual stream a (b, t, d) → (A_{l+1} (b, t, d), its LayerOutput).
+
+    ``layer`` is the model itself for layer 1 (its parts keep the top-level names the
+    construction writes) or a :class:`MoELayer`: both carry ``ln_attn, attn, ln_moe, router,
+    experts, expert_alive, knockout_mode``.
+    """
+    b, t, _ = a.shape
+    attn_out, att, heads = layer.attn(layer.ln_attn(a), return_internals)
+    a1 = a + attn_out                                                 # A'
+    x = layer.ln_moe(a1)
+    router_logits = layer.router(x)                                   # (b, t, e)
+    if layer.knockout_mode == "reroute":    # no expert dead: masked_fill changes nothing
+        router_logits = router_logits.masked_fill(layer.expert_alive == 0, float("-inf"))
+    probs = router_logits.softmax(-1)                                 # (b, t, e)
+    top_p, top_i = probs.topk(cfg.top_k, dim=-1)                      # (b, t, k)
+    gate = top_p if cfg.gate == "switch" else top_p / top_p.sum(-1, keepdim=True)
+    if layer.knockout_mode == "zero":
+        gate = gate * layer.expert_alive[top_i]
+    moe = layer.experts(x.reshape(b * t, -1), top_i.reshape(b * t, -1),
+                        gate.reshape(b * t, -1), backend).view(b, t, -1)
+    a2 = a1 + moe                                                     # A''
+    if not return_internals:
+        return a2, LayerOutput(router_logits, probs, top_i, gate)
+    return a2, LayerOutput(router_logits, probs, top_i, gate, att, heads, a1, moe)
+
+
 class MoETransformer(nn.Module):
-    """One-layer MoE transformer; ``forward(idx) -> ModelOutput``.
+    """MoE transformer of ``config.n_layers`` layers (paper A: one); ``forward(idx) ->
+    ModelOutput``.
 
     Parameter names and shapes (for :meth:`set_weights`)::
 
@@ -163,6 +248,15 @@ class MoETransformer(nn.Module):
         buffer experts.neuron_mask (e, f)
         unembed.weight (v, d)      [unembed.bias (v,)]
         [ln_attn / ln_moe / ln_out .weight, .bias (d,) when layernorm]
+        buffer expert_alive (e,)   (knock-out state of layer 1)
+        extra_layers.{j}.…         layer j + 2 (j = 0 .. n_layers − 2): the names of layer 1
+                                   under the prefix: ln_attn, attn, ln_moe, router, experts,
+                                   buffer expert_alive (e.g. extra_layers.0.attn.w_q)
+
+    Why layer 1 stays at the top level and the others sit in a list: a one-layer model --
+    paper A's, and the hand-built one of ``moe_routing.construction``, which writes these
+    names -- has exactly the state, parameter order and initialisation it had before deeper
+    models existed, so its seeded weights, outputs and training runs are unchanged.
     """
 
     def __init__(self, cfg: MoEConfig):
@@ -180,23 +274,42 @@ class MoETransformer(nn.Module):
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.unembed_bias)
         self.register_buffer("expert_alive", torch.ones(cfg.n_experts))
         self.knockout_mode = "zero"
+        # empty for one layer: no state, no parameters, no random draws
+        self.extra_layers = nn.ModuleList(MoELayer(cfg) for _ in range(cfg.n_layers - 1))
         self.reset_parameters()
+
+    def layers(self) -> list:
+        """The L layers in order: the model itself for layer 1 (its parts are top-level), then
+        ``extra_layers``.  Each has ``ln_attn, attn, ln_moe, router, experts, expert_alive,
+        knockout_mode``."""
+        return [self, *self.extra_layers]
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Normal(0, init_std) matrices, zero biases; output maps (W_O, W2) scaled by 1/√2 as in
-        GPT-2 (two residual writes per layer)."""
+        """Normal(0, init_std) matrices, zero biases; output maps (W_O, W2) scaled by 1/√(2L) as
+        in GPT-2 (two residual writes per layer, L layers: 1/√2 for one layer).
+
+        Draw order: embeddings, layer 1 and the unembedding exactly as for a one-layer model,
+        then layers 2..L (W_Q, W_K, W_V, router, W1, then W_O, W2 each), so a seeded one-layer
+        model has the weights it always had."""
         std = self.config.init_std
+        out_std = std / math.sqrt(2 * self.config.n_layers)
         for p in (self.tok_emb.weight, self.pos_emb.weight, self.attn.w_q, self.attn.w_k,
                   self.attn.w_v, self.router.weight, self.experts.w1, self.unembed.weight):
             p.normal_(0.0, std)
         for p in (self.attn.w_o, self.experts.w2):
-            p.normal_(0.0, std / math.sqrt(2))
+            p.normal_(0.0, out_std)
+        for layer in self.extra_layers:
+            for p in (layer.attn.w_q, layer.attn.w_k, layer.attn.w_v, layer.router.weight,
+                      layer.experts.w1):
+                p.normal_(0.0, std)
+            for p in (layer.attn.w_o, layer.experts.w2):
+                p.normal_(0.0, out_std)
         for name, p in self.named_parameters():
-            if name.endswith("bias") or name.split(".")[-1] in ("b_q", "b_k", "b_v", "b_o",
-                                                                  "b1", "b2"):
+            parts = name.split(".")
+            if name.endswith("bias") or parts[-1] in ("b_q", "b_k", "b_v", "b_o", "b1", "b2"):
                 p.zero_()
-            if name.startswith("ln_") and name.endswith("weight"):
+            if parts[-2].startswith("ln_") and name.endswith("weight"):
                 p.fill_(1.0)
 
     # ------------------------------------------------------------------ forward
@@ -232,21 +345,12 @@ class MoETransformer(nn.Module):
                     "None unless logits_mask is given (it counts logits_mask's True entries)")
             n_selected = integer("n_selected", n_selected, low=0, high=b * t)
         pos = torch.arange(t, device=idx.device)
-        a = self.tok_emb(idx) + self.pos_emb(pos)                         # (b, t, d)
-        attn_out, att, heads = self.attn(self.ln_attn(a), return_internals)
-        a1 = a + attn_out                                                 # A'
-        x = self.ln_moe(a1)
-        router_logits = self.router(x)                                    # (b, t, e)
-        if self.knockout_mode == "reroute":     # no expert dead: masked_fill changes nothing
-            router_logits = router_logits.masked_fill(self.expert_alive == 0, float("-inf"))
-        probs = router_logits.softmax(-1)                                 # (b, t, e)
-        top_p, top_i = probs.topk(cfg.top_k, dim=-1)                      # (b, t, k)
-        gate = top_p if cfg.gate == "switch" else top_p / top_p.sum(-1, keepdim=True)
-        if self.knockout_mode == "zero":
-            gate = gate * self.expert_alive[top_i]
-        moe = self.experts(x.reshape(b * t, -1), top_i.reshape(b * t, -1),
-                           gate.reshape(b * t, -1), backend).view(b, t, -1)
-        a2 = a1 + moe                                                     # A''
+        a2 = self.tok_emb(idx) + self.pos_emb(pos)                        # (b, t, d)
+        layers = []
+        for layer in self.layers():
+            a2, rec = _layer_forward(layer, cfg, a2, return_internals, backend)   # A_{l+1}
+            layers.append(rec)
+        first = layers[0]
         if logits_mask is not None:
             if n_selected is None or on_cpu(a2):
                 a2 = a2[logits_mask]                                      # (m, d)
@@ -255,38 +359,46 @@ class MoETransformer(nn.Module):
             else:
                 a2 = a2.reshape(b * t, -1)[selected_rows(logits_mask, n_selected)]  # (m, d)
         logits = self.unembed(self.ln_out(a2))                            # (b, t, v) | (m, v)
-        if not return_internals:
-            return ModelOutput(logits, router_logits, probs, top_i, gate)
-        return ModelOutput(logits, router_logits, probs, top_i, gate, att, heads, a1, moe)
+        return ModelOutput(logits, *first, layers=tuple(layers))
 
     # ------------------------------------------------------------------ surgery
-    def knock_out(self, experts: Iterable[int], mode: str = "zero") -> None:
-        """Remove experts (circuit isolation).  ``"zero"``: routing unchanged, a knocked-out
-        expert's output is replaced by 0 (the token keeps only its residual stream);
-        ``"reroute"``: the router may not pick it (its probability is 0, the next best expert
-        takes the token).  Undo with :meth:`restore_experts`."""
+    def _layer(self, layer) -> object:
+        """The layer numbered ``layer`` (0-based: 0 is layer 1), checked."""
+        return self.layers()[layer_index(layer, self.config.n_layers)]
+
+    def knock_out(self, experts: Iterable[int], mode: str = "zero", layer: int = 0) -> None:
+        """Remove experts of one layer (circuit isolation).  ``"zero"``: routing unchanged, a
+        knocked-out expert's output is replaced by 0 (the token keeps only its residual
+        stream); ``"reroute"``: the router may not pick it (its probability is 0, the next best
+        expert takes the token).  ``layer`` (0-based, default 0: layer 1) -- each layer keeps
+        its own knock-out, and this call replaces only that layer's.  Undo with
+        :meth:`restore_experts`."""
         choice("mode", mode, ("zero", "reroute"))
+        target = self._layer(layer)
         n = self.config.n_experts
         experts = [integer(f"experts[{i}]", e, low=0, high=n - 1)
                    for i, e in enumerate(experts)]
         require(mode == "zero" or len(set(experts)) < n, "experts", experts,
                 "at most n_experts − 1 distinct experts: reroute mode must leave one alive")
-        self.expert_alive.fill_(1.0)
-        self.expert_alive[experts] = 0.0
-        self.knockout_mode = mode
+        target.expert_alive.fill_(1.0)
+        target.expert_alive[experts] = 0.0
+        target.knockout_mode = mode
 
-    def restore_experts(self) -> None:
-        self.expert_alive.fill_(1.0)
-        self.knockout_mode = "zero"
+    def restore_experts(self, layer: int | None = None) -> None:
+        """Undo knock-outs: of every layer (``None``, default) or of one (0-based)."""
+        for target in self.layers() if layer is None else [self._layer(layer)]:
+            target.expert_alive.fill_(1.0)
+            target.knockout_mode = "zero"
 
     @contextmanager
-    def knocked_out(self, experts: Iterable[int], mode: str = "zero"):
-        """``with model.knocked_out([k]): ...`` — knock out, then restore on exit."""
-        self.knock_out(experts, mode)
+    def knocked_out(self, experts: Iterable[int], mode: str = "zero", layer: int = 0):
+        """``with model.knocked_out([k]): ...`` — knock out (in ``layer``, default 0), then
+        restore that layer on exit."""
+        self.knock_out(experts, mode, layer)
         try:
             yield self
         finally:
-            self.restore_experts()
+            self.restore_experts(layer)
 
     @torch.no_grad()
     def set_weights(self, weights: Mapping[str, torch.Tensor]) -> None:

@@ -9,6 +9,8 @@ from moe_routing.boundary import (GaussianLaw, LinearRouter, PowerRouter, bootst
                                   fit_interface_constant, simultaneous_confidence,
                                   variance_shares, widths_for)
 
+pytestmark = pytest.mark.kernels
+
 
 def test_widths_for_spans_the_boundary_mass_range():
     for alpha, pref in ((1.0, 0.7), (0.5, 0.8), (3.0, 1.0)):

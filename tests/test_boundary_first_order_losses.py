@@ -10,6 +10,8 @@ import pytest
 from moe_routing.boundary import (FunctionExperts, LinearRouter, MoERegression, Teacher,
                                   UniformBox, first_order_constant, risk_quad_1d)
 
+pytestmark = pytest.mark.kernels
+
 F_PLUS, F_MINUS = 0.5, -0.5          # f* jumps at the interface x = 0
 F1, F2 = 0.2, 0.9                    # the experts' values on the interface (continuous)
 

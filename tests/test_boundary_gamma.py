@@ -5,6 +5,8 @@ import pytest
 
 from moe_routing.boundary import ThresholdFamily, box_qp, risk_bound
 
+pytestmark = pytest.mark.kernels
+
 
 def teacher(x):
     return np.tanh(4 * (x - 0.3)) + 0.3 * x

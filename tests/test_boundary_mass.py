@@ -14,6 +14,8 @@ from moe_routing.boundary import (GaussianLaw, LinearRouter, PowerRouter, Sphere
                                   tail_constant, top_two_margin, wilson_interval)
 from moe_routing.boundary.coarea import linear_gaussian_constant
 
+pytestmark = pytest.mark.kernels
+
 
 # ---------------------------------------------------------------- margins and gates
 

@@ -11,6 +11,8 @@ from moe_routing.boundary import (ConstantExperts, GaussianLaw, LinearRouter, Mo
                                   top_two_margin)
 from moe_routing.boundary.risk import JUMP_SQ, SOFTPLUS, SOFTPLUS_SQ
 
+pytestmark = pytest.mark.kernels
+
 U1 = UniformBox.cube(1)
 SIGN = Teacher(lambda x: np.sign(x[:, 0]), 1.0)
 PM1 = ConstantExperts([1.0, -1.0])

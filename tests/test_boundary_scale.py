@@ -25,6 +25,8 @@ from moe_routing.boundary import (GaussianLaw, LinearRouter, boundary_mass_linea
                                   coarea_constant, junction_free_constants, pairwise_union_bound,
                                   sample_margins)
 
+pytestmark = pytest.mark.kernels
+
 W3 = np.array([[1.0, 0.2], [-0.5, 0.9], [0.1, -1.1]])
 B3 = np.array([0.1, -0.2, 0.05])
 V2, C2 = np.array([1.0, 0.5]), 0.3

@@ -18,6 +18,8 @@ from moe_routing.construction.circuits import JunctionNeuron, SemanticNeuron, Sy
 from moe_routing.construction.separators import fit_gate, fit_multiclass
 from moe_routing.construction.verify import verify
 
+pytestmark = pytest.mark.kernels
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

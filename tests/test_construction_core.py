@@ -18,6 +18,8 @@ from moe_routing.construction.sizes import expert_table, parameter_counts
 from moe_routing.construction.verify import isolation, verify
 from moe_routing.knowledge import KnowledgeDataset, KnowledgeTask, build_dataset
 
+pytestmark = pytest.mark.kernels
+
 
 def running_example(extra=False):
     """The paper's running example: two relations sharing the prefix '⋆1 is'."""

@@ -30,6 +30,8 @@ from moe_routing.construction.structure import token_types
 from moe_routing.construction.verify import verify
 from moe_routing.knowledge import KnowledgeDataset, KnowledgeTask
 
+pytestmark = pytest.mark.kernels
+
 D = {"Paris": "France", "Rome": "Italy"}
 
 # hypothesis -> (tasks, names of the tasks the refusal must name, a witness prefix it must name)

@@ -29,6 +29,8 @@ from moe_routing.model.train import _lr_at, batch_order, float32_matmul_precisio
 from moe_routing.runtime import provenance, seed_everything
 from test_model_train import lookup_data, small_cfg, train_data
 
+pytestmark = pytest.mark.kernels
+
 ROOT = Path(__file__).resolve().parents[1]
 GPU_CHECK = ROOT / "scripts" / "gpu_check.py"
 HAS_CUDA = torch.cuda.is_available()

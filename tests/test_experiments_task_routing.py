@@ -11,6 +11,8 @@ from moe_routing.experiments import (ExperimentConfig, convergence, grid_configs
                                      result_path, results_frame, run_experiment, run_grid)
 from moe_routing.model import MoEConfig, TrainConfig, TrainData, build_and_train
 
+pytestmark = pytest.mark.kernels
+
 TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
             batch_size=32, warmup_steps=2)
 

@@ -10,6 +10,8 @@ from moe_routing.knowledge import (OBJECT_SLOT, SUBJECT_SLOT, KnowledgeDataset, 
                                    Template, Tokenizer)
 from moe_routing.model import MoEConfig, MoETransformer, valid_next_mass
 
+pytestmark = pytest.mark.kernels
+
 # ---- templates ---------------------------------------------------------------------------
 
 

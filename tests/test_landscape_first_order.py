@@ -18,6 +18,8 @@ from moe_routing.landscape.hessian import profiled_soft_grad_hess
 from moe_routing.landscape.teacher_student import (TeacherStudentConfig, profiled_hard,
                                                    soft_refit_quad)
 
+pytestmark = pytest.mark.kernels
+
 CFG = TeacherStudentConfig()
 C2 = two_region_constants(CFG)
 

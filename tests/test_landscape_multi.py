@@ -15,6 +15,8 @@ from moe_routing.landscape.teacher_student import TeacherStudentConfig
 from moe_routing.landscape.teacher_student import soft_refit as soft_refit_2
 from moe_routing.landscape.teacher_student import soft_risk as soft_risk_2
 
+pytestmark = pytest.mark.kernels
+
 T3 = mr.three_region_plane()
 
 

@@ -14,6 +14,8 @@ from moe_routing.landscape.saddles import (multi_region_tally, track_hard_points
                                            two_region_tally)
 from moe_routing.landscape.teacher_student import TeacherStudentConfig
 
+pytestmark = pytest.mark.kernels
+
 CFG = TeacherStudentConfig()
 
 

@@ -17,6 +17,8 @@ from moe_routing.landscape.teacher_student import (TeacherStudentConfig, cell_mo
                                                    soft_refit_quad, soft_risk,
                                                    soft_risk_quad, wrap_phi)
 
+pytestmark = pytest.mark.kernels
+
 CFG = TeacherStudentConfig()
 PHIS = [(0.4, 0.1), (1.3, -0.5), (math.pi / 2 + 1e-3, 0.2), (2.5, 1.0), (0.05, 0.31)]
 

@@ -10,6 +10,8 @@ from moe_routing.model.losses import (IGNORE_INDEX, load_balancing_loss, next_to
                                       objective_loss, router_z_loss, task_router_loss,
                                       task_to_expert)
 
+pytestmark = pytest.mark.kernels
+
 
 
 

@@ -30,6 +30,8 @@ from moe_routing.model.losses import (load_balancing_loss, next_token_cross_entr
                                       task_to_expert)
 from test_model_train import lookup_data, small_cfg, train_data
 
+pytestmark = pytest.mark.kernels
+
 HAS_CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 OBJECTIVES = ("ce", "ce+lb", "ce+router")

@@ -9,7 +9,7 @@ from moe_routing import routing_metrics as rm
 from moe_routing.model import (IGNORE_INDEX, MoEConfig, MoETransformer, TrainConfig, TrainData,
                                build_and_train, exact_match, greedy_complete, valid_next_mass)
 
-
+pytestmark = pytest.mark.kernels
 
 
 def lookup_data(n_tasks=4, n_keys=12, seed=0):

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from moe_routing.model import MoEConfig, MoETransformer
 from moe_routing.model.dispatch import dispatch, grouped_mm_available
 
+pytestmark = pytest.mark.kernels
+
 
 
 

@@ -13,6 +13,8 @@ from moe_routing.landscape.symmetry import (TwoExpertGaussian, fit_growth_rate, 
                                             naive_gradient_flow_step, population_gradients,
                                             soft_risk, symmetric_start, top_direction)
 
+pytestmark = pytest.mark.kernels
+
 U_GENERIC = (0.6, -0.48, 0.64)          # |u| = 1
 BETA1, BETA2 = (0.7, 0.4, -0.2), (-0.5, -0.1, 0.3)
 

@@ -17,3 +17,16 @@ it imports and which never imports it):
 * :mod:`moe_book.pdf` -- the PDF edition (one-page build printed by headless Chromium);
 * :mod:`moe_book.dist` -- the release bundle with its manifest.
 """
+
+import sys as _sys
+
+# Start-up time.  jsonschema (imported by nbformat, jupytext, Sphinx's notebook parser and Ray)
+# imports ``rfc3987_syntax`` when it is installed -- jupyter-events, a dependency of JupyterLab,
+# asks for ``jsonschema[format-nongpl]`` --, and that module compiles 39 Lark grammars at import
+# time: 2-3 s of CPU in every process of the build (each ``moe_book.pipeline`` call, each
+# ``jupyter-book`` run).  Its only use is jsonschema's "iri"/"iri-reference" *format* check, which
+# nothing here asks for (format checks run only with an explicit FormatChecker; nbformat's
+# validation uses none).  Marking the module absent makes jsonschema skip that check, exactly as
+# in an environment without the package.  A process that imported it already keeps it.
+# benchmarks/bench_startup.py measures the difference; tests/test_startup.py holds it.
+_sys.modules.setdefault("rfc3987_syntax", None)

@@ -175,8 +175,8 @@ def singlehtml(src: Path, work: Path) -> Path:
     sphinx["extra_extensions"] = [*(sphinx.get("extra_extensions") or []), "moe_book.pdf"]
     config = work / "_config.yml"
     atomic_write_text(config, yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
-    exe = Path(sys.executable).with_name("jupyter-book")
-    res = subprocess.run([str(exe), "build", str(src), "--builder", "singlehtml", "--config",
+    res = subprocess.run([sys.executable, "-m", "moe_book.jupyter_book", "build", str(src),
+                          "--builder", "singlehtml", "--config",
                           str(config), "--path-output", str(work), "-W", "--keep-going", "-q"],
                          capture_output=True, text=True)
     if res.returncode != 0:

@@ -784,6 +784,10 @@ def versioned_config(cfg: dict, pdf_text: str) -> dict:
     return {**cfg, "html": html, "parse": parse}
 
 
+#: book/ files that stage() rewrites (the cited keys; the chapters in the toc) instead of copying
+STAGED_LATER = (Path("bibliography.md"), Path("_toc.yml"))
+
+
 def stage(project: Project, profile: str, edition: str = "full") -> Path:
     """Assemble the Jupyter Book source for ``profile`` under ``build/P/book`` (or, for the
     student edition, ``build/P/book-student``, with every exercise solution cut from the
@@ -810,6 +814,9 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
         if rel.parts[0].startswith("_build") or src.is_dir() or "__pycache__" in rel.parts:
             continue
         dst = out / rel
+        if rel in STAGED_LATER:
+            wanted.add(dst)      # written once, below: a raw copy first would change its mtime
+            continue             # on every build, and Sphinx would re-read it every time
         dst.parent.mkdir(parents=True, exist_ok=True)
         if student and src.suffix == ".md":
             _write_if_changed(dst, strip_solutions(_without_teacher_only(src.read_text(encoding="utf-8"))))
@@ -825,7 +832,7 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
         wanted.add(dst)
     names = project.notebook_names()
     bib = out / "bibliography.md"
-    if bib.exists():
+    if (project.book_dir / "bibliography.md").exists():
         # Sphinx rebuilds only changed pages, and sphinxcontrib-bibtex's list of cited works
         # lives on the bibliography page: record the cited keys in it (a MyST comment), so that a
         # new citation anywhere changes that page and its entries and anchors are rebuilt.

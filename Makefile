@@ -200,6 +200,7 @@ OTHER_DISPATCH := MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default OPE
 # run) and everything else runs; MOE_REQUIRE_BROWSER=1 (CI) makes a missing browser an error.
 test: $(STAMP) poppler
 	$(VENV)/bin/ruff check src tooling tests benchmarks book/_ext scripts
+	$(PY) -m moe_book.chapter_lint
 	@$(MAKE) --no-print-directory chromium || { \
 	  if [ "$${MOE_REQUIRE_BROWSER:-0}" = 1 ]; then echo "error: MOE_REQUIRE_BROWSER=1 and no usable Chromium" >&2; exit 1; fi; \
 	  echo "warning: no Chromium: the browser checks and the PDF tests are SKIPPED (listed at the end); MOE_REQUIRE_BROWSER=1 makes this an error"; }

@@ -8,6 +8,7 @@ import pytest
 import torch
 from numerics import assert_close_ulps, assert_same_argmax
 
+from moe_routing.landscape.charts import MultiRegionChart, descend
 from moe_routing.landscape import multi_critical as mc
 from moe_routing.landscape import multi_region as mr
 from moe_routing.landscape.common import sobol_normal
@@ -108,7 +109,7 @@ def test_retraction_and_tangent_basis():
     z = torch.tensor(rng.standard_normal((5, mr.chart_dim(4, 3))))
     q = mr.retract(torch.tensor(phi), torch.tensor(T), z, 4, 3).numpy()
     assert np.linalg.norm(q[:, :m], axis=1) == pytest.approx(np.full(5, mr.chart_radius(4)), abs=1e-12)
-    assert mr.chart_distance(phi[0], mr.relabel_all(phi[0], 4, 3)[7], 4, 3) < 1e-12
+    assert MultiRegionChart(4, 3).distance(phi[0], mr.relabel_all(phi[0], 4, 3)[7]) < 1e-12
 
 
 def test_two_region_case_matches_the_two_region_code():
@@ -204,14 +205,15 @@ def test_search_finds_teacher_minimum_with_positive_definite_hessian(obj3):
     tau = 0.05
     rng = np.random.default_rng(7)
     starts = mr.normalise(T3.phi()[None] + 0.15 * rng.standard_normal((3, 6)), 3, 2)
-    ends, _ = mc.descend(obj3, starts, tau, steps=25)
+    ends, _ = descend(MultiRegionChart(3, 2).local(obj3, tau), starts, MultiRegionChart(3, 2),
+                      steps=25, lr_start=0.3, lr_end=1e-3)
     phi, ok, val, g, H = mc.newton(obj3, ends, tau, steps=12, step_cap=0.15)
     assert ok.any()
     i = int(np.flatnonzero(ok)[np.argmin(val[ok])])
     ev = np.linalg.eigvalsh(H[i])
     assert ev.min() > 0.1                                               # positive definite
     assert mr.partition_error(phi[i], T3, obj3.X) < 0.01
-    assert mr.chart_distance(phi[i], T3.phi(), 3, 2) < 0.1
+    assert MultiRegionChart(3, 2).distance(phi[i], T3.phi()) < 0.1
     assert val[i] < obj3.value(T3.phi(), tau)[0] + 1e-12                # at least as good as φ*
 
 

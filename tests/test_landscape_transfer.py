@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from moe_routing.landscape.common import sobol_normal
-from moe_routing.landscape.critical_points import chart_distance, newton_search
+from moe_routing.landscape.critical_points import TWO_REGION, newton_search
 from moe_routing.landscape.hessian import (joint_gradient, joint_hessian, profiled_hard_grad_hess,
                                            profiled_soft_grad_hess, soft_refit_np)
 from moe_routing.landscape.shape_derivative import (boundary_integral_gradient,
@@ -167,14 +167,14 @@ def test_teacher_minimum_and_strict_saddle_of_soft_objective():
     phis, ok = newton_search(fn, np.array([hard[0], [0.02, 0.31]]), descent_steps=0, step_cap=0.05)
     assert ok.all()
     saddle, teach = phis
-    assert chart_distance(teach, CFG.teacher_phi) < 0.02
+    assert TWO_REGION.distance(teach, CFG.teacher_phi) < 0.02
     ev_t = np.linalg.eigvalsh(fn(teach[None])[2][0])
     ev_s = np.linalg.eigvalsh(fn(saddle[None])[2][0])
     assert ev_t.min() > 1.0                                              # sharp minimum (∝ 1/τ)
     assert ev_s.min() < -1.0 and ev_s.max() > 0                          # strict saddle
     J = np.linalg.eigvalsh(joint_hessian(CFG, soft_refit_np(CFG, saddle, tau), saddle, tau))
     assert J.min() < -0.5                                                # also in the joint Hessian
-    assert chart_distance(saddle, hard[0]) < 0.05                        # near the hard saddle
+    assert TWO_REGION.distance(saddle, hard[0]) < 0.05                        # near the hard saddle
 
 
 def test_bad_input_raises():

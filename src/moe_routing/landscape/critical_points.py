@@ -24,21 +24,13 @@ from typing import Callable
 import numpy as np
 
 from .. import validation as check
+from .charts import TwoRegionChart, dedupe, descend, _oracle_values
 from .teacher_student import TeacherStudentConfig, routers, wrap_phi
 
 GradHess = Callable[[np.ndarray], tuple]    # phi (S,2) -> (value (S,), grad (S,2), hess (S,2,2))
 
-
-def _oracle(fn, phi: np.ndarray, order: int) -> tuple:
-    """Call a derivative oracle and check its answer: values (S,), gradients (S, 2) and, for
-    ``order`` 2, Hessians (S, 2, 2), all finite."""
-    out = fn(phi)
-    S = len(phi)
-    v = check.finite_array("fn(phi)[0]", out[0], shape=(S,))
-    g = check.finite_array("fn(phi)[1]", out[1], shape=(S, 2))
-    if order == 1:
-        return v, g
-    return v, g, check.finite_array("fn(phi)[2]", out[2], shape=(S, 2, 2))
+#: the chart of the two-region model (descent keeps |b| ≤ TWO_REGION.b_max)
+TWO_REGION = TwoRegionChart()
 
 
 @dataclass
@@ -59,17 +51,9 @@ class CriticalPoint:
         return "spurious local minimum" if lo > 0 else "degenerate"
 
 
-def chart_distance(p, q) -> float:
-    """Distance between two routers in the chart, respecting α-periodicity and (α+π, −b)."""
-    p = wrap_phi(check.finite_array("p", p, shape=(2,)))
-    q = wrap_phi(check.finite_array("q", q, shape=(2,)))
-    cands = [q, np.array([q[0] + np.pi, -q[1]]), np.array([q[0] - np.pi, -q[1]])]
-    return float(min(np.linalg.norm(p - c) for c in cands))
-
-
 def newton_search(fn: GradHess, starts: np.ndarray, *, descent_steps: int = 10, descent_lr: float = 0.5,
                   newton_steps: int = 25, step_cap: float = 0.2, tol: float = 1e-7,
-                  b_max: float = 2.8):
+                  b_max: float = TWO_REGION.b_max):
     """Run the two-phase search from every start at once; returns (phi (S,2), converged (S,))."""
     check.function("fn", fn)
     phi = routers(starts, name="starts")
@@ -81,14 +65,14 @@ def newton_search(fn: GradHess, starts: np.ndarray, *, descent_steps: int = 10, 
     b_max = check.positive("b_max", b_max)
     alive = np.ones(len(phi), dtype=bool)
     for _ in range(descent_steps):
-        _, g, H = _oracle(fn, phi, 2)
+        _, g, H = _oracle_values(fn, phi, 2)
         d = np.einsum("sij,sj->si", H, g)                               # ∇(½|g|²)
         nrm = np.linalg.norm(d, axis=1, keepdims=True)
         step = -descent_lr * d / np.maximum(nrm, 1e-300) * np.minimum(nrm, step_cap)
         phi = np.where(alive[:, None], phi + step, phi)
         alive &= np.abs(phi[:, 1]) < b_max
     for _ in range(newton_steps):
-        _, g, H = _oracle(fn, phi, 2)
+        _, g, H = _oracle_values(fn, phi, 2)
         step = -np.stack([np.linalg.lstsq(H[s], g[s], rcond=1e-10)[0] for s in range(len(phi))])
         nrm = np.linalg.norm(step, axis=1, keepdims=True)
         step = step * np.minimum(1.0, step_cap / np.maximum(nrm, 1e-300))
@@ -97,7 +81,7 @@ def newton_search(fn: GradHess, starts: np.ndarray, *, descent_steps: int = 10, 
             break
         phi = np.where((alive & ~done)[:, None], phi + step, phi)
         alive &= np.abs(phi[:, 1]) < b_max
-    _, g, _ = _oracle(fn, phi, 2)
+    _, g, _ = _oracle_values(fn, phi, 2)
     return phi, alive & (np.linalg.norm(g, axis=1) < tol)
 
 
@@ -115,30 +99,18 @@ def collect(fn: GradHess, phis: np.ndarray, ok: np.ndarray, cfg: TeacherStudentC
     pts: list[np.ndarray] = []
     for p in phis[ok]:
         p = wrap_phi(p)
-        if all(chart_distance(p, q) > merge for q in pts):
+        if all(TWO_REGION.distance(p, q) > merge for q in pts):
             pts.append(p)
     if not pts:
         return []
-    v, g, H = _oracle(fn, np.array(pts), 2)
+    v, g, H = _oracle_values(fn, np.array(pts), 2)
     teacher = cfg.teacher_equivalents()
     out = []
     for i, p in enumerate(pts):
-        is_t = min(chart_distance(p, t) for t in teacher) < teacher_radius
+        is_t = min(TWO_REGION.distance(p, t) for t in teacher) < teacher_radius
         out.append(CriticalPoint(phi=p, value=float(v[i]), grad_norm=float(np.linalg.norm(g[i])),
                                  hess_eigs=np.linalg.eigvalsh(H[i]), teacher=bool(is_t)))
     return sorted(out, key=lambda c: c.value)
-
-
-def dedupe(phis: np.ndarray, radius: float = 2e-3) -> np.ndarray:
-    """Drop routers within ``radius`` (chart distance) of an earlier one: descent sends many
-    starts into the same basin, and refining each copy by Newton would repeat the same work.
-    An empty batch (S = 0) gives an empty batch."""
-    radius = check.positive("radius", radius)
-    kept: list[np.ndarray] = []
-    for p in routers(phis, name="phis", allow_empty=True):
-        if all(chart_distance(p, q) > radius for q in kept):
-            kept.append(p)
-    return np.array(kept)
 
 
 def start_grid(n_alpha: int, n_b: int, b_range: float = 1.5) -> np.ndarray:
@@ -149,30 +121,6 @@ def start_grid(n_alpha: int, n_b: int, b_range: float = 1.5) -> np.ndarray:
     A = np.linspace(0, np.pi, n_alpha + 1)[:-1]
     B = np.linspace(-b_range, b_range, n_b)
     return np.array([[a, b] for a in A for b in B])
-
-
-def descend(fn_grad: Callable[[np.ndarray], tuple], starts: np.ndarray, *, steps: int = 80,
-            lr_start: float = 0.2, lr_end: float = 1e-3, b_max: float = 2.8) -> np.ndarray:
-    """Normalised gradient descent on the objective from every start at once.
-
-    Step lengths decay geometrically from ``lr_start`` to ``lr_end``: the soft objective near the
-    teacher is V-shaped outside a boundary layer of width O(τ) (the teacher jumps across its
-    interface), so plain Newton overshoots there; descent brings every start inside its basin's
-    layer, where Newton then converges quadratically. ``fn_grad(phi) -> (value, grad)``.
-    """
-    check.function("fn_grad", fn_grad)
-    phi = routers(starts, name="starts")
-    steps = check.integer("steps", steps, low=1)
-    lr_start = check.positive("lr_start", lr_start)
-    lr_end = check.positive("lr_end", lr_end)
-    b_max = check.positive("b_max", b_max)
-    lrs = np.geomspace(lr_start, lr_end, steps)
-    for lr in lrs:
-        _, g = _oracle(fn_grad, phi, 1)
-        nrm = np.linalg.norm(g, axis=1, keepdims=True)
-        phi = phi - lr * g / np.maximum(nrm, 1e-300)
-        phi[:, 1] = np.clip(phi[:, 1], -b_max, b_max)
-    return phi
 
 
 @dataclass
@@ -228,8 +176,10 @@ def soft_critical_points(cfg: TeacherStudentConfig, taus, starts: np.ndarray,
         def fn(p, tau=tau):
             return profiled_soft_grad_hess(cfg, p, tau)
 
-        ends = descend(fg, starts, steps=descent_steps)
-        cand = dedupe(np.concatenate([ends] + [np.array(seeds + prev)] if (seeds or prev) else [ends]))
+        ends, _ = descend(TWO_REGION.local(fg), starts, TWO_REGION, steps=descent_steps,
+                          lr_start=0.2, lr_end=1e-3)
+        cand = dedupe(np.concatenate([ends] + [np.array(seeds + prev)] if (seeds or prev) else [ends]),
+                      TWO_REGION, radius=2e-3)
         phis, ok = newton_search(fn, cand, descent_steps=0, newton_steps=20,
                                  step_cap=min(0.2, max(0.01, 3 * tau)))
         found = collect(fn, phis, ok, cfg)

@@ -32,8 +32,9 @@ import numpy as np
 import torch
 
 from .. import validation as check
-from .multi_region import (ProfiledObjective, chart_distance, chart_points, describe_partition,
-                           expert_error, gates, hard_refit, normalise, partition_error, random_routers)
+from .charts import MultiRegionChart, dedupe, descend
+from .multi_region import (ProfiledObjective, chart_points, describe_partition, expert_error, gates,
+                           hard_refit, normalise, partition_error, random_routers)
 
 EIG_TOL = 1e-6         # |λ| below this (relative to max |λ|) counts as zero curvature
 
@@ -83,18 +84,6 @@ def _alive(obj: ProfiledObjective, phi: np.ndarray, tau: float, min_cell_mass: f
     return (mass >= min_cell_mass) & (np.abs(phi[:, m:]).max(1) <= e_max)
 
 
-def dedupe(phis: np.ndarray, K: int, d: int, radius: float) -> np.ndarray:
-    """Drop routers within ``radius`` (chart distance modulo relabelling) of an earlier one.
-    An empty batch (S = 0, e.g. no candidates of one kind at some τ) gives an empty batch."""
-    K, d = check.integer("K", K, low=2), check.integer("d", d, low=1)
-    radius = check.positive("radius", radius)
-    kept: list[np.ndarray] = []
-    for p in chart_points(phis, K, d, name="phis", allow_empty=True):
-        if all(chart_distance(p, q, K, d) > radius for q in kept):
-            kept.append(p)
-    return np.array(kept).reshape(-1, (K - 1) * (d + 1))
-
-
 def start_routers(obj: ProfiledObjective, S: int, seed: int, tau: float,
                   min_cell_mass: float = 0.05) -> np.ndarray:
     """S random routers (seeded) whose every cell carries mean gate ≥ ``min_cell_mass``."""
@@ -111,32 +100,6 @@ def start_routers(obj: ProfiledObjective, S: int, seed: int, tau: float,
             return np.array(out[:S])
     check.fail("min_cell_mass", min_cell_mass, f"a mass that 100 draws of {4 * S} random routers can "
                f"reach in every cell (fewer than S = {S} did)")
-
-
-def descend(obj: ProfiledObjective, starts: np.ndarray, tau: float, steps: int = 60, lr_start: float = 0.3,
-            lr_end: float = 1e-3, n_slow: int = 2):
-    """Normalised descent on ``L̄_τ``; returns ``(end points (S, M), slow points (≤ n_slow·S, M))``."""
-    obj = _objective(obj)
-    phi = normalise(chart_points(starts, obj.K, obj.d, name="starts"), obj.K, obj.d)
-    tau = check.temperature("tau", tau)
-    steps = check.integer("steps", steps, low=1)
-    lr_start, lr_end = check.positive("lr_start", lr_start), check.positive("lr_end", lr_end)
-    n_slow = check.integer("n_slow", n_slow, low=0)
-    hist_p, hist_g = [], []
-    for lr in np.geomspace(lr_start, lr_end, steps):
-        phi, T, _, g = obj.grad(phi, tau)
-        gn = np.linalg.norm(g, axis=1)
-        hist_p.append(phi)
-        hist_g.append(gn)
-        phi = obj.step(phi, T, -lr * g / np.maximum(gn, 1e-300)[:, None])
-    P, Gn = np.stack(hist_p, 1), np.stack(hist_g, 1)                   # (S, steps, M), (S, steps)
-    slow = []
-    for s in range(len(phi)):
-        g = Gn[s]
-        idx = [t for t in range(1, len(g) - 1) if g[t] < g[t - 1] and g[t] < g[t + 1] and g[t] < 0.2 * g[0]]
-        idx = sorted(idx, key=lambda t: g[t])[:n_slow]
-        slow.extend(P[s, idx])
-    return normalise(phi, obj.K, obj.d), np.array(slow).reshape(-1, phi.shape[1])
 
 
 def descend_grad_norm(obj: ProfiledObjective, starts: np.ndarray, tau: float, steps: int = 15,
@@ -214,7 +177,8 @@ def newton(obj: ProfiledObjective, cand: np.ndarray, tau: float, steps: int = 25
 def _assign_families(found, prev, K: int, d: int, start: int, radius: float = 0.3) -> None:
     """Continuation: match each new point to a distinct point of the previous temperature
     (nearest pairs first, within ``radius``); unmatched points start new families."""
-    pairs = sorted((chart_distance(c.phi, q.phi, K, d), i, j)
+    chart = MultiRegionChart(K, d)
+    pairs = sorted((chart.distance(c.phi, q.phi), i, j)
                    for i, c in enumerate(found) for j, q in enumerate(prev))
     used_new, used_old = set(), set()
     for dist, i, j in pairs:
@@ -257,15 +221,17 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     candidate_radius = check.positive("candidate_radius", candidate_radius)
     joint = check.flag("joint", joint)
     K, d, teacher = obj.K, obj.d, obj.teacher
+    chart = MultiRegionChart(K, d)
     fstar_eval = teacher.fstar(eval_X)
     prev: list[MultiCriticalPoint] = []
     out: list[MultiCriticalPoint] = []
     stats = {}
     next_family = 0
     for tau in taus:
-        ends, slow = descend(obj, starts, tau, steps=descent_steps, n_slow=n_slow)
+        ends, slow = descend(chart.local(obj, tau), starts, chart, steps=descent_steps,
+                             lr_start=0.3, lr_end=1e-3, n_slow=n_slow)
         gnd = descend_grad_norm(obj, starts, tau, steps=grad_norm_steps) if grad_norm_steps else ends[:0]
-        gnd = most_critical(obj, dedupe(gnd, K, d, radius=candidate_radius), tau, saddle_candidates)
+        gnd = most_critical(obj, dedupe(gnd, chart, radius=candidate_radius), tau, saddle_candidates)
         cont = np.stack([c.phi for c in prev]) if prev else ends[:0]
         if prev and continuation_steps:
             # follow the previous critical points: a critical point moves by O(τ) as τ falls and
@@ -274,13 +240,13 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
             cont = np.concatenate([cont, descend_grad_norm(obj, cont, tau, steps=continuation_steps,
                                                            step_cap=min(0.2, 3 * tau))])
         cand = np.concatenate([ends, slow, gnd, cont])
-        cand = dedupe(cand, K, d, radius=candidate_radius)
+        cand = dedupe(cand, chart, radius=candidate_radius)
         phi, ok, val, gr, He = newton(obj, cand, tau, steps=newton_steps,
                                       step_cap=min(0.2, max(0.02, 3 * tau)),
                                       tol=tol, give_up=give_up)
         found: list[MultiCriticalPoint] = []
         for i in np.flatnonzero(ok):
-            if any(chart_distance(phi[i], c.phi, K, d) < merge for c in found):
+            if any(chart.distance(phi[i], c.phi) < merge for c in found):
                 continue
             th = obj.refit(phi[i], tau)
             pe = partition_error(phi[i], teacher, eval_X)

@@ -401,14 +401,6 @@ def relabel_all(phi: np.ndarray, K: int, d: int) -> np.ndarray:
     return np.concatenate([np.einsum("pij,jd->pid", A, V).reshape(len(A), m), A @ e], axis=1)
 
 
-def chart_distance(p, q, K: int, d: int) -> float:
-    """Euclidean distance in the chart, minimised over the relabellings of q."""
-    K, d = _dims(K, d)
-    p = check.finite_array("p", p, shape=((K - 1) * (d + 1),))
-    q = chart_points(q, K, d, name="q", single=True)
-    return float(np.linalg.norm(relabel_all(q, K, d) - p[None], axis=1).min())
-
-
 def random_routers(S: int, K: int, d: int, rng: np.random.Generator, offset_scale: float = 0.5) -> np.ndarray:
     """S random points of the chart: Gaussian directions, centred Gaussian offsets: (S, M)."""
     S = check.integer("S", S, low=1)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import validation as check
-from .critical_points import CriticalPoint, SoftCriticalPoint, chart_distance
+from .critical_points import TWO_REGION, CriticalPoint, SoftCriticalPoint
 from .multi_critical import MultiCriticalPoint
 
 
@@ -64,7 +64,7 @@ def track_hard_points(points, hard_points, taus, radius: float = 0.25) -> list[l
     for c in hard:
         row = []
         for t in taus:
-            near = [(chart_distance(r.point.phi, c.phi), i) for i, r in enumerate(pts)
+            near = [(TWO_REGION.distance(r.point.phi, c.phi), i) for i, r in enumerate(pts)
                     if r.tau == t and not r.point.teacher]
             near = [x for x in near if x[0] < radius]
             row.append(pts[min(near)[1]] if near else None)
@@ -93,7 +93,7 @@ def two_region_tally(points, hard_points, taus, radius: float = 0.25,
     for r in pts:
         if r.point.teacher:
             continue
-        inherited = any(chart_distance(r.point.phi, c.phi) < radius for c in spurious)
+        inherited = any(TWO_REGION.distance(r.point.phi, c.phi) < radius for c in spurious)
         rows.append((r.tau, bool(r.point.hess_eigs[0] < 0), inherited))
     return _tally(name, taus, rows)
 

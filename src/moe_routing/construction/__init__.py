@@ -5,7 +5,9 @@ The construction is ours (the paper's proof is unavailable; see ``build`` for ev
 constant).  ``build_moe``/``build_dense`` write weights into :class:`moe_routing.model.MoETransformer`;
 ``verify`` checks them exhaustively; ``sizes`` counts neurons and parameters.  A dataset is
 refused only with a proof (``refusals``): :class:`HypothesisFails` names the hypothesis, the
-tasks and witness prefixes, and carries the certificate.
+tasks and witness prefixes, and carries the certificate.  ``two_layer`` (ours, beyond paper
+A): two-hop knowledge in two layers, each lookup neuron one single-hop fact (no composed
+dictionary), verified the same way.
 """
 
 from .build import ConstructionReport, build_dense, build_moe
@@ -20,8 +22,19 @@ from .structure import (
                         hypothesis_violations,
                         structural_nodes,
 )
+from .two_layer import (
+                        TwoLayerHypothesisFails,
+                        TwoLayerReport,
+                        TwoLayerVerification,
+                        build_two_layer,
+                        compare_sizes,
+                        one_layer_alternative,
+                        verify_two_layer,
+)
 
 __all__ = ["ConstructionReport", "build_dense", "build_moe", "coherence", "polynomial_code",
            "Layout", "HypothesisFails", "HypothesisUndecided", "FitSettings",
            "StructuralNodes", "admissible_tasks", "check_hypotheses", "hypothesis_violations",
-           "structural_nodes"]
+           "structural_nodes", "TwoLayerHypothesisFails", "TwoLayerReport",
+           "TwoLayerVerification", "build_two_layer", "compare_sizes", "one_layer_alternative",
+           "verify_two_layer"]

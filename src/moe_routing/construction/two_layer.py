@@ -1,0 +1,609 @@
+"""Two-hop knowledge in two MoE layers, without storing any composed dictionary (ours).
+
+A two-hop task t asks for Δ₂(Δ₁(s)) (:mod:`moe_routing.knowledge.two_hop`).  The one-layer
+construction (:func:`.build.build_moe`) can answer it only by treating Δ₂ ∘ Δ₁ as a dictionary
+of its own: one semantic neuron per composed fact.  Two layers can *compose* instead: layer 1
+looks up the bridge m = Δ₁(s), layer 2 looks up Δ₂(m).  Every lookup neuron then belongs to one
+single-hop fact, so expert sizes are additive in the single-hop tasks.
+
+The construction (step numbers as in :mod:`.build`, whose parts are reused unchanged):
+
+**Layer 1** is the one-layer construction of the mixed dataset with two changes.
+
+* *Routing* (step 3): every node of a two-hop template goes to the expert of the task's
+  **first hop**; single-hop nodes to their task's expert; shared nodes to the junction expert.
+  There is one expert per single-hop task (none per two-hop task) plus the junction expert.
+* *Gate and lookup* (steps 4-5): expert k holds the syntactic neurons of every node routed to
+  it (its own templates' and those of the two-hop templates whose first hop is k: they are
+  template words, no facts), and one semantic neuron per (a, b) ∈ Δ_k, gated by σ_k ≥ 1 at
+  the object slots of k *and* of the two-hop tasks with first hop k, ≤ 0 at the other nodes
+  routed to k.  When k is the first hop of some two-hop task, the neuron writes c(b) into the
+  reserved block ``MID`` as well as into ``OUT_VAL``.  At the object slot of a two-hop query
+  with subject s the residual therefore holds ``MID = v₁·c(m)``, m = Δ₁(s), with
+  v₁ ∈ [v_lo, v_hi] = [1 − A_k η, 1 + 2 s_k] (A_k, s_k: scale and spread of step 5), and 0 in
+  ``MID`` at every other prefix.
+
+**Layer 2** has no attention (all weights 0: its heads write exactly 0) and a router that reads
+the same structural block: the object slots of a two-hop task go to the layer-2 expert of the
+task's **second hop**, every other prefix to the *no-op* expert (no neurons: the residual,
+hence layer 1's answer, passes unchanged).  The layer-2 expert of task k₂ holds one neuron per
+(m, o) ∈ Δ_{k₂}: ``A₂⟨c(m), MID⟩ + C₂`` with threshold θ = (v_lo + μ v_hi)/2,
+A₂ = 1/(v_lo − θ), C₂ = −A₂θ.  With MID = v₁c(m) the neuron of m has activation
+v₂ ∈ [1, v₂_hi], v₂_hi = (v_hi − θ)/(v_lo − θ), every other one ≤ −1 (⟨c(m'), c(m)⟩ ≤ μ);
+it writes γ·c(o) into ``OUT_VAL``.  No gate is needed: the router sends nothing else there.
+
+**Unembedding** (step 7, unchanged, reads OUT only).  At a two-hop object slot
+OUT_VAL = v₁c(m) + γv₂c(o): the object's logit is ≥ βγ (codes are non-negative), every other
+entity's ≤ β(v_hi + γ v₂_hi μ).  Choosing ``γ = (D₁ + v_hi)/(1 − μ v₂_hi)`` makes this margin
+equal to the one-layer margin D₁ = v_min − i_max of every other prefix, so the one β of
+:func:`.build.logit_scale` gives P(invalid | w) ≤ (V − 1)e^{−βD₁} = ε/2 at *every* prefix.
+
+Sizes (neurons): layer-1 expert k: syntactic neurons of the nodes routed to it + |Δ_k|;
+layer-2 expert k: |Δ_k| if k is the second hop of some two-hop task, else 0; junction: as in
+the one-layer build; no-op: 0.  No neuron depends on a two-hop task's dictionary: the composed
+facts, held-out ones included, are answered by composition.  (What a two-hop task does add is
+what any task adds outside the experts: its templates' syntactic neurons, in its first hop's
+expert, and its subject set keys(Δ₂ ∘ Δ₁) as one key-indicator column of the embedding, which
+the ⋆1 prediction of step 4 needs -- a set of subjects, not a dictionary.)  The residual stream
+is d_c wider than the one-layer one (``MID``).
+
+**Hypotheses** (refusals name them, with witness prefixes, :class:`TwoLayerHypothesisFails`):
+(H-obj) and (H-code) of the one-layer construction on the mixed dataset; (H-hop) the hops of
+every two-hop task are single-hop tasks of the dataset and each composed fact (s, o) is
+(s, m) ∈ Δ₁, (m, o) ∈ Δ₂ there; (H-route1), (H-gate1), (H-route2): the routing labels and gates
+above are linearly separable in the structural block (decided by the fits and LPs of
+:mod:`.separators`, with certificates).  An entity that is the bridge of chains with different
+second hops is fine (the layer-2 route, not the bridge, picks the hop); a prefix shared by
+templates with different first hops is fine before the object slot (junction expert) and
+refused at it by (H-obj).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from moe_routing.knowledge import OBJECT_SLOT
+from moe_routing.knowledge.two_hop import TwoHopTask
+from moe_routing.model import MoEConfig, MoETransformer
+from moe_routing.validation import integer, positive, probability, require
+
+from .build import (ConstructionReport, _check_dataset, build_moe, check_parameters,
+                    logit_scale)
+from .circuits import SemanticNeuron, SyntacticNeuron, junction_circuit
+from .layout import Layout
+from .parts import ConstructionParts
+from .refusals import HYPOTHESES, HypothesisFails, HypothesisUndecided, _listing
+from .separators import (DETECTOR_FIT, GATE_FIT, LP_TIME_LIMIT, ROUTER_FIT, FitDidNotConverge,
+                         FitSettings, NotSeparable, fit_gate, fit_multiclass)
+from .verify import first_occurrences, struct_of_trie
+
+#: the hypotheses of the two-layer construction that the one-layer one does not have
+TWO_LAYER_HYPOTHESES = {
+    "H-hop": "the two hops of every two-hop task are single-hop tasks of the dataset, and each "
+             "composed fact (s, o) is (s, m) of the first hop and (m, o) of the second there",
+    "H-route1": "the layer-1 routing labels (a single-hop task's nodes: its expert; a two-hop "
+                "task's nodes: its first hop's expert; shared nodes: the junction expert) are "
+                "linearly separable in the structural block [TOK | POS | H1]",
+    "H-gate1": "for each single-hop task k, the object slots of k and of the two-hop tasks whose "
+               "first hop is k are linearly separable from the other nodes routed to k in "
+               "layer 1",
+    "H-route2": "the layer-2 routing labels (a two-hop object slot: its second hop's expert; "
+                "every other node: the no-op expert) are linearly separable in the structural "
+                "block",
+}
+
+
+class TwoLayerHypothesisFails(HypothesisFails):
+    """:class:`.refusals.HypothesisFails` for a hypothesis of the two-layer construction
+    (:data:`TWO_LAYER_HYPOTHESES`, or one of :data:`.refusals.HYPOTHESES`): the same attributes
+    (hypothesis, tasks, witnesses, certificate), the same message."""
+
+    def __init__(self, hypothesis: str, tasks, witnesses, certificate, detail: str = ""):
+        self.hypothesis = hypothesis
+        self.tasks = tuple(tasks)
+        self.witnesses = tuple(witnesses)
+        self.certificate = certificate
+        text = TWO_LAYER_HYPOTHESES.get(hypothesis, HYPOTHESES.get(hypothesis, ""))
+        ValueError.__init__(
+            self, f"hypothesis ({hypothesis}) fails for task(s) {list(self.tasks)}: {text}; "
+                  f"witness prefix(es) {_listing(self.witnesses)}"
+                  + (f"\n{detail}" if detail else ""))
+
+
+@dataclass(frozen=True)
+class TwoLayerLayout:
+    """The one-layer :class:`.layout.Layout` followed by ``MID`` (d_c): the bridge's code,
+    written by layer 1 and read by layer 2 only (``W_U`` never reads it)."""
+
+    base: Layout
+
+    def block(self, name: str) -> slice:
+        if name == "MID":
+            return slice(self.base.d_model, self.base.d_model + self.base.d_code)
+        return self.base.block(name)
+
+    @property
+    def d_model(self) -> int:
+        return self.base.d_model + self.base.d_code
+
+    def __getattr__(self, name):           # n_types, max_len, d_code, n_out_syn, router_block…
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def blocks(self) -> dict[str, tuple[int, int]]:
+        mid = self.block("MID")
+        return {**self.base.blocks(), "MID": (mid.start, mid.stop)}
+
+
+@dataclass(frozen=True, eq=False)
+class BridgeNeuron(SemanticNeuron):
+    """A step-5 semantic neuron of a first-hop task: writes c(b) into ``MID`` as well as into
+    ``OUT_VAL`` (same input side, so one neuron serves single-hop queries and hop 1)."""
+
+    def write(self, w1, b1, w2, j, layout) -> None:
+        super().write(w1, b1, w2, j, layout)
+        mid = layout.block("MID")
+        w2[j, mid] = torch.as_tensor(self.value_code, dtype=torch.float32)
+
+
+@dataclass(frozen=True, eq=False)
+class HopNeuron:
+    """Layer 2, one per (m, o) of a second hop: ``A₂⟨c(m), MID⟩ + C₂``, raising γ·c(o)."""
+
+    scale: float                      # A₂
+    bias: float                       # C₂ = −A₂θ
+    bridge_code: np.ndarray           # (d_c,) c(m)
+    value_code: np.ndarray            # (d_c,) γ·c(o)
+
+    def write(self, w1, b1, w2, j, layout) -> None:
+        w1[layout.block("MID"), j] = torch.as_tensor(self.scale * self.bridge_code,
+                                                     dtype=torch.float32)
+        b1[j] = self.bias
+        w2[j, layout.block("OUT_VAL")] = torch.as_tensor(self.value_code, dtype=torch.float32)
+
+
+@dataclass
+class TwoLayerReport:
+    """Constants, routes and sizes of one two-layer construction (all derived, none tuned).
+
+    Experts are indexed alike in both layers: e < len(single) is single-hop task
+    ``single[e]``; the last is the junction expert in layer 1 and the no-op expert in layer 2.
+    """
+
+    eps: float
+    beta: float
+    gamma: float                    # layer-2 output scale
+    eta: float
+    mu: float
+    v_min: float
+    i_max: float
+    v_lo: float                     # MID = v₁ c(m), v₁ ∈ [v_lo, v_hi]
+    v_hi: float
+    theta: float                    # layer-2 threshold
+    hop_scale: float                # A₂
+    v2_hi: float
+    layout: TwoLayerLayout
+    single: list                    # dataset task index of each single-hop expert
+    expert_names: list
+    first_hop: dict                 # two-hop task index -> its first hop's expert
+    second_hop: dict                # two-hop task index -> its second hop's expert
+    syntactic: list                 # per layer-1 expert (junction last)
+    semantic: list                  # per single-hop expert: |Δ_k|
+    bridge: list                    # per single-hop expert: writes MID (k is a first hop)
+    hop_neurons: list               # per single-hop expert: layer-2 neurons
+    layer1_sizes: list
+    layer2_sizes: list
+    gate_spread: list
+    route1: np.ndarray = field(repr=False)    # (U,) layer-1 expert of each structural node
+    route2: np.ndarray = field(repr=False)    # (U,) layer-2 expert of each structural node
+    nodes: object = field(repr=False, default=None)
+    codes: np.ndarray = field(repr=False, default=None)
+    router_fits: list = field(default_factory=list)
+    build_seconds: float = 0.0
+
+    @property
+    def n_experts(self) -> int:
+        return len(self.single) + 1
+
+    def size_table(self) -> list[dict]:
+        """Per single-hop task: |Δ_k| and the neurons of its expert in each layer, with the
+        formula they follow (layer 1: syntactic + |Δ_k|; layer 2: |Δ_k| if a second hop)."""
+        rows = []
+        for e, name in enumerate(self.expert_names[:-1]):
+            rows.append(dict(task=name, n_pairs=self.semantic[e], syntactic=self.syntactic[e],
+                             layer1=self.layer1_sizes[e], layer2=self.layer2_sizes[e],
+                             first_hop=self.bridge[e], second_hop=self.hop_neurons[e] > 0))
+        return rows
+
+    @property
+    def total_neurons(self) -> int:
+        return int(sum(self.layer1_sizes) + sum(self.layer2_sizes))
+
+
+def _kind_of(dataset) -> tuple[list, dict, dict, dict]:
+    """(single-hop task indices, expert of each, first and second hop expert of each two-hop
+    task); (H-hop) checked on the dataset's own tasks, witness = the object-slot prefix of a
+    sentence of the two-hop task whose fact does not decompose."""
+    tasks = dataset.tasks
+    single = [k for k, t in enumerate(tasks) if not isinstance(t, TwoHopTask)]
+    expert = {k: e for e, k in enumerate(single)}
+    by_name = {tasks[k].name: k for k in single}
+    first, second = {}, {}
+    for t, task in enumerate(tasks):
+        if not isinstance(task, TwoHopTask):
+            continue
+        hops = [by_name.get(h.name) for h in (task.first, task.second)]
+        d1 = tasks[hops[0]].dictionary if hops[0] is not None else {}
+        d2 = tasks[hops[1]].dictionary if hops[1] is not None else {}
+        for p, (s, o) in enumerate(task.dictionary.items()):
+            m = d1.get(s)
+            if hops[0] is None or hops[1] is None or m is None or d2.get(m) != o:
+                missing = [h.name for h, k in zip((task.first, task.second), hops) if k is None]
+                why = (f"hop(s) {missing} not among the dataset's single-hop tasks" if missing
+                       else f"{task.first.name} has no fact for {s!r}" if m is None
+                       else f"{task.second.name} has no fact for the bridge {m!r}" if m not in d2
+                       else f"{task.second.name}({m!r}) is {d2[m]!r} in the dataset, not {o!r}")
+                rows = np.nonzero((dataset.task == t) & (dataset.pair == p))[0]
+                i = int(rows[0])
+                prefix = dataset.tokenizer.decode(dataset.seqs[i, :dataset.object_pos[i]])
+                raise TwoLayerHypothesisFails(
+                    "H-hop", [task.name] + [h.name for h in (task.first, task.second)],
+                    [prefix], None, f"the composed fact ({s!r}, {o!r}) of {task.name} does not "
+                                    f"decompose: {why}")
+        first[t], second[t] = expert[hops[0]], expert[hops[1]]
+    return single, expert, first, second
+
+
+def _labels(nodes, expert, first, second) -> tuple[np.ndarray, np.ndarray]:
+    """Layer-1 and layer-2 routing labels of every structural node (module docstring)."""
+    J = len(expert)
+    K = nodes.n_tasks
+    lab1 = np.full(nodes.n_nodes, J, dtype=np.int64)
+    lab2 = np.full(nodes.n_nodes, J, dtype=np.int64)
+    for u in range(nodes.n_nodes):
+        k = int(nodes.label[u])
+        if k == K:
+            continue
+        lab1[u] = expert[k] if k in expert else first[k]
+        if k in second and OBJECT_SLOT in nodes.next[u][k]:
+            lab2[u] = second[k]
+    return lab1, lab2
+
+
+def _fit_router(parts, labels, names, hypothesis, margin, settings, lp_time_limit):
+    """A linear router of ``labels`` on the structural codes, scaled to logit margin
+    ``margin`` and checked in float32 (as :func:`.build.fit_router`)."""
+    nodes, tok = parts.nodes, parts.ds.tokenizer
+    E = len(names)
+    try:
+        W, b, m, fit = fit_multiclass(parts.Z, labels, E, settings, lp_time_limit=lp_time_limit)
+    except NotSeparable as err:
+        rows = list(dict.fromkeys(int(u) for u in err.certificate.rows))
+        raise TwoLayerHypothesisFails(
+            hypothesis, sorted({names[int(labels[u])] for u in rows}),
+            [nodes.text(u, tok) for u in rows], err.certificate, str(err)) from None
+    except FitDidNotConverge as err:
+        raise HypothesisUndecided(
+            hypothesis, sorted({names[int(labels[u])] for u in err.worst_rows}),
+            [nodes.text(int(u), tok) for u in err.worst_rows], err) from None
+    scale = margin / m.min()
+    W, b = W * scale, b * scale
+    S32 = parts.Z.astype(np.float32) @ W.astype(np.float32) + b.astype(np.float32)
+    wrong = np.nonzero(S32.argmax(1) != labels)[0]
+    if len(wrong):
+        raise HypothesisUndecided(
+            hypothesis, sorted({names[int(labels[u])] for u in wrong}),
+            [nodes.text(int(u), tok) for u in wrong],
+            f"the separator found ({fit.describe()}) misroutes {len(wrong)} nodes in float32")
+    return W, b, fit
+
+
+def _layer1_expert(parts, k, rows, is_bridge, settings, lp_time_limit):
+    """Gate σ_k over the nodes ``rows`` routed to task k's expert (hypothesis (H-gate1)), then its syntactic
+    neurons and one (bridge) semantic neuron per entry of Δ_k."""
+    nodes, tok = parts.nodes, parts.ds.tokenizer
+    obj = np.array([any(OBJECT_SLOT in nx for nx in nodes.next[u].values()) for u in rows])
+    try:
+        gate = fit_gate(parts.Z[rows], obj, settings, lp_time_limit=lp_time_limit)
+    except NotSeparable as err:
+        cert = dataclasses.replace(err.certificate, rows=rows[err.certificate.rows])
+        names = sorted({nodes.task_names[int(nodes.label[u])] for u in cert.rows})
+        raise TwoLayerHypothesisFails(
+            "H-gate1", names, [nodes.text(int(u), tok) for u in cert.rows], cert,
+            f"no gate of expert {parts.ds.tasks[k].name} ({err})") from None
+    except FitDidNotConverge as err:
+        raise HypothesisUndecided("H-gate1", [parts.ds.tasks[k].name],
+                                  [nodes.text(int(rows[r]), tok) for r in err.worst_rows],
+                                  err) from None
+    syn = []
+    for u in rows:
+        j = int(nodes.label[u])
+        outs = parts.output_of(j, nodes.next[u][j])
+        if outs:
+            syn.append(SyntacticNeuron(*parts.detector(u), tuple(outs)))
+    B = 2.0
+    A = 2.0 * B * (0.5 + gate.spread) / (1.0 - parts.mu)
+    C = -A - B / 2.0
+    cls = BridgeNeuron if is_bridge else SemanticNeuron
+    sem = [cls(A, parts.codes[a - parts.e0], B * gate.w, C + B * gate.c, parts.codes[b - parts.e0])
+           for a, b in parts.ds.dictionary_ids(k)]
+    return syn, sem, gate, A
+
+
+def _pad(W: dict, d: int, D: int) -> dict:
+    """The one-layer embedding/attention/unembedding tensors, widened from d to D (zeros)."""
+    dims = {"tok_emb.weight": 1, "pos_emb.weight": 1, "attn.w_q": 1, "attn.w_k": 1,
+            "attn.w_v": 1, "attn.w_o": 2, "unembed.weight": 1}
+    out = {}
+    for name, t in W.items():
+        shape = list(t.shape)
+        shape[dims[name]] = D
+        z = torch.zeros(shape, dtype=t.dtype)
+        z.narrow(dims[name], 0, d).copy_(t)
+        out[name] = z
+    return out
+
+
+def build_two_layer(dataset, eps: float = 1e-4, *, rho: float = 0.5, eta: float = 0.01,
+                    max_coherence: float = 0.3, router_margin: float = 20.0,
+                    router_fit: FitSettings = ROUTER_FIT, gate_fit: FitSettings = GATE_FIT,
+                    detector_fit: FitSettings = DETECTOR_FIT,
+                    lp_time_limit: float = LP_TIME_LIMIT):
+    """``(MoETransformer with n_layers=2, TwoLayerReport)`` for a dataset of single-hop and
+    two-hop tasks (a :class:`~moe_routing.knowledge.two_hop.MixedKnowledgeDataset`, or any
+    :class:`~moe_routing.knowledge.KnowledgeDataset` whose two-hop tasks' hops are among its
+    tasks): valid-next-token mass ≥ 1 − ε/2 at every prefix, every fact (held-out compositions
+    included) answered by composition -- see the module docstring; check with
+    :func:`verify_two_layer`.  Parameters as :func:`.build.build_moe`.  Raises ValueError on bad
+    parameters, :class:`.refusals.HypothesisFails` (with witness prefixes and, for the
+    separability hypotheses, the LP certificate) when a hypothesis fails."""
+    eps, rho, eta, max_coherence, lp_time_limit = check_parameters(
+        eps, rho, eta, max_coherence, lp_time_limit, router_fit=router_fit, gate_fit=gate_fit,
+        detector_fit=detector_fit)
+    router_margin = positive("router_margin", router_margin)
+    dataset = _check_dataset(dataset)
+    t0 = time.perf_counter()
+    single, expert, first, second = _kind_of(dataset)
+    parts = ConstructionParts(dataset, rho, eta, max_coherence, detector_fit, lp_time_limit)
+    nodes, lay0 = parts.nodes, parts.layout
+    lay = TwoLayerLayout(lay0)
+    J = len(single)
+    names = [dataset.tasks[k].name for k in single] + ["junction / no-op"]
+    lab1, lab2 = _labels(nodes, expert, first, second)
+    r1 = _fit_router(parts, lab1, names, "H-route1", router_margin, router_fit, lp_time_limit)
+    r2 = _fit_router(parts, lab2, names, "H-route2", router_margin, router_fit, lp_time_limit)
+    first_hops, second_hops = set(first.values()), set(second.values())
+    layer1, syn_n, sem_n, spreads, scales = [], [], [], [], []
+    for e, k in enumerate(single):
+        rows = np.nonzero(lab1 == e)[0]
+        syn, sem, gate, A = _layer1_expert(parts, k, rows, e in first_hops, gate_fit,
+                                           lp_time_limit)
+        layer1.append(syn + sem)
+        syn_n.append(len(syn))
+        sem_n.append(len(sem))
+        spreads.append(gate.spread)
+        scales.append(A)
+    junction = junction_circuit(parts)
+    layer1.append(junction)
+    syn_n.append(len(junction))
+    # constants: the one-layer margin D₁ = v_min − i_max, the bridge's activation range
+    v_min = min(1.0, 1.0 - max(scales, default=0.0) * eta, 1.0 - 2.0 * eta)
+    i_max = max(((1.0 + 2.0 * s) * parts.mu for s in spreads), default=0.0)
+    D1 = v_min - i_max
+    hop1 = sorted(first_hops) or list(range(J))
+    v_lo = min(1.0 - scales[e] * eta for e in hop1)
+    v_hi = max(1.0 + 2.0 * spreads[e] for e in hop1)
+    mu = parts.mu
+    if not (D1 > 0 and v_lo > mu * v_hi):
+        raise ValueError(f"no margin for the layer-2 lookup: v_lo={v_lo:.3g} ≤ μ·v_hi="
+                         f"{mu * v_hi:.3g} or v_min − i_max={D1:.3g} ≤ 0 (gates too spread or "
+                         f"codes too coherent); lower max_coherence or eta")
+    theta = (v_lo + mu * v_hi) / 2.0
+    A2 = 1.0 / (v_lo - theta)
+    v2_hi = (v_hi - theta) / (v_lo - theta)
+    require(mu * v2_hi < 1.0, "max_coherence", max_coherence,
+            f"a coherence bound with μ·v₂_hi < 1 (here μ={mu:.3g}, v₂_hi={v2_hi:.3g})")
+    gamma = (D1 + v_hi) / (1.0 - mu * v2_hi)
+    beta = logit_scale(eps, dataset.vocab_size, v_min, i_max)
+    layer2 = []
+    for e, k in enumerate(single):
+        if e not in second_hops:
+            layer2.append([])
+            continue
+        layer2.append([HopNeuron(A2, -A2 * theta, parts.codes[m - parts.e0],
+                                 gamma * parts.codes[o - parts.e0])
+                       for m, o in dataset.dictionary_ids(k)])
+    layer2.append([])                                              # no-op expert
+    s1, s2 = [len(x) for x in layer1], [len(x) for x in layer2]
+    f = max(1, max(s1 + s2))
+    d, D = lay0.d_model, lay.d_model
+    cfg = MoEConfig(vocab_size=dataset.vocab_size, max_len=parts.max_len, d_model=D,
+                    n_heads=2, d_head=lay0.d_head, n_experts=J + 1, d_expert=f,
+                    expert_sizes=tuple(max(a, b) for a, b in zip(s1, s2)), top_k=1,
+                    router_bias=True, router_block=lay0.router_block, gate="renormalised",
+                    activation="relu", layernorm=False, unembed_bias=False, n_layers=2)
+    model = MoETransformer(cfg)
+    W = _pad(parts.embeddings_attention(beta), d, D)
+    rb = lay0.router_block[1]
+    for prefix, experts, (Wr, br, _) in (("", layer1, r1), ("extra_layers.0.", layer2, r2)):
+        W1, B1 = torch.zeros(J + 1, D, f), torch.zeros(J + 1, f)
+        W2 = torch.zeros(J + 1, f, D)
+        for e, neurons in enumerate(experts):
+            for j, neuron in enumerate(neurons):
+                neuron.write(W1[e], B1[e], W2[e], j, lay)
+        rw = torch.zeros(J + 1, D)
+        rw[:, :rb] = torch.as_tensor(Wr.T, dtype=torch.float32)
+        W.update({prefix + "experts.w1": W1, prefix + "experts.b1": B1,
+                  prefix + "experts.w2": W2, prefix + "experts.b2": torch.zeros(J + 1, D),
+                  prefix + "router.weight": rw,
+                  prefix + "router.bias": torch.as_tensor(br, dtype=torch.float32)})
+    for name in ("w_q", "w_k", "w_v"):                             # layer 2: no attention
+        W[f"extra_layers.0.attn.{name}"] = torch.zeros(2, D, lay0.d_head)
+    W["extra_layers.0.attn.w_o"] = torch.zeros(2, lay0.d_head, D)
+    model.set_weights(W)
+    model.eval()
+    rep = TwoLayerReport(
+        eps=eps, beta=beta, gamma=gamma, eta=eta, mu=mu, v_min=v_min, i_max=i_max, v_lo=v_lo,
+        v_hi=v_hi, theta=theta, hop_scale=A2, v2_hi=v2_hi, layout=lay, single=single,
+        expert_names=names, first_hop=first, second_hop=second, syntactic=syn_n,
+        semantic=sem_n, bridge=[e in first_hops for e in range(J)],
+        hop_neurons=s2[:J], layer1_sizes=s1, layer2_sizes=s2, gate_spread=spreads,
+        route1=lab1, route2=lab2, nodes=nodes, codes=parts.codes,
+        router_fits=[r1[2], r2[2]], build_seconds=time.perf_counter() - t0)
+    return model, rep
+
+
+# ---- verification ---------------------------------------------------------------------------
+@dataclass
+class TwoLayerVerification:
+    """Every distinct prefix and every fact of the dataset, checked in float64.
+
+    ``max_invalid`` / ``min_valid`` / ``argmin_prefix`` / ``max_invalid_by_eps`` mean what they
+    mean in :class:`.verify.Verification`; ``failing`` lists the prefixes whose invalid mass
+    exceeds ε (worst first), ``misrouted`` the prefixes sent to another expert than the
+    construction's label in some layer, ``wrong_facts`` the sentences whose object is not the
+    argmax at its slot."""
+
+    n_prefixes: int
+    eps: float
+    max_invalid: float
+    min_valid: float
+    argmin_prefix: str
+    invalid: np.ndarray
+    failing: list
+    routed_ok: tuple                # share of prefixes routed as labelled, per layer
+    misrouted: list
+    n_facts: int
+    fact_accuracy: float            # greedy exact match at the object slot, every sentence
+    n_held_out: int
+    held_out_accuracy: float        # the same over the held-out compositions' sentences
+    wrong_facts: list
+    max_invalid_by_eps: dict
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return (self.max_invalid <= self.eps and not self.misrouted and not self.wrong_facts)
+
+
+@torch.no_grad()
+def verify_two_layer(model, report: TwoLayerReport, dataset, batch_size: int = 128,
+                     eps_list=()) -> TwoLayerVerification:
+    """Run the model's own forward pass in float64 on every sentence and check, at the first
+    occurrence of every distinct prefix w (:func:`.verify.first_occurrences`): the invalid mass
+    P(x ∉ V(w) | w) (log space) against ε, the expert chosen in each layer against the
+    construction's label of w's structural node; and at every sentence's object slot that the
+    object is the argmax (greedy exact match: every fact, held-out compositions included).
+
+    ``eps_list``: also the max invalid mass of the same model with W_U rescaled to β(ε).
+    (The restricted forward of :mod:`.fastpath` is one-layer; float64 makes the check
+    independent of float32 rounding.)"""
+    require(isinstance(report, TwoLayerReport), "report", type(report).__name__,
+            "the TwoLayerReport of build_two_layer")
+    require(isinstance(model, MoETransformer) and model.config.n_layers == 2, "model",
+            type(model).__name__, "the two-layer MoETransformer of build_two_layer")
+    dataset = _check_dataset(dataset)
+    batch_size = integer("batch_size", batch_size, low=1)
+    eps_list = [probability(f"eps_list[{i}]", e) for i, e in enumerate(eps_list)]
+    t0 = time.perf_counter()
+    m64 = copy.deepcopy(model).double().eval()
+    V = dataset.vocab_size
+    ratios = {e: logit_scale(e, V, report.v_min, report.i_max) / report.beta for e in eps_list}
+    trie, tok = dataset.trie, dataset.tokenizer
+    s_of_t = struct_of_trie(dataset, report.nodes)
+    pn = dataset.prefix_node
+    M, n = pn.shape
+    is_first = np.zeros(M * n, dtype=bool)
+    is_first[first_occurrences(dataset)] = True
+    is_first = is_first.reshape(M, n)
+    seqs = torch.as_tensor(dataset.seqs)
+    invalid = np.zeros(trie.n_nodes)
+    inv_eps = {e: 0.0 for e in ratios}
+    route_ok = np.zeros(trie.n_nodes, dtype=bool)
+    route_ok2 = np.zeros(trie.n_nodes, dtype=bool)
+    correct = np.zeros(M, dtype=bool)
+    indptr, ids = trie.next_indptr, trie.next_ids
+    order = np.argsort(dataset.lengths, kind="stable")
+    for s in range(0, M, batch_size):
+        rows = order[s:s + batch_size]
+        T = int(dataset.lengths[rows].max()) - 1
+        out = m64(seqs[rows, :T])
+        sel = torch.as_tensor(is_first[rows, :T])
+        nd = pn[rows, :T][is_first[rows, :T]]
+        lg = out.logits[sel]                                       # (r, V) float64
+        valid = torch.zeros(lg.shape, dtype=torch.bool)
+        for i, u in enumerate(nd):
+            valid[i, ids[indptr[u]:indptr[u + 1]]] = True
+        for e, r in [(None, 1.0), *ratios.items()]:
+            z = lg * r
+            lse_inv = torch.logsumexp(z.masked_fill(valid, float("-inf")), -1)
+            inv = (lse_inv - torch.logsumexp(z, -1)).exp().numpy()
+            if e is None:
+                invalid[nd] = inv
+            else:
+                inv_eps[e] = max(inv_eps[e], float(inv.max()) if len(inv) else 0.0)
+        struct = s_of_t[nd]
+        route_ok[nd] = out.layers[0].expert_index[..., 0][sel].numpy() == report.route1[struct]
+        route_ok2[nd] = out.layers[1].expert_index[..., 0][sel].numpy() == report.route2[struct]
+        op = torch.as_tensor(dataset.object_pos[rows])
+        at = out.logits[torch.arange(len(rows)), op - 1]            # (b, V) at the object slot
+        correct[rows] = (at.argmax(-1) == seqs[rows, op]).numpy()
+    worst = int(np.argmax(invalid))
+    prefix = lambda u: tok.decode(trie.prefix(int(u))) or "(empty prefix)"  # noqa: E731
+    bad = np.nonzero(invalid > report.eps)[0]
+    bad = bad[np.argsort(-invalid[bad], kind="stable")]
+    misrouted = np.nonzero(~(route_ok & route_ok2))[0]
+    held = []
+    if hasattr(dataset, "held_out_compositions"):
+        held = sorted({i for h in dataset.held_out_compositions() for i in h.test_sentences})
+    wrong = np.nonzero(~correct)[0]
+    mx = float(invalid.max())
+    return TwoLayerVerification(
+        n_prefixes=int(trie.n_nodes), eps=report.eps, max_invalid=mx, min_valid=1.0 - mx,
+        argmin_prefix=prefix(worst), invalid=invalid,
+        failing=[(prefix(u), float(invalid[u])) for u in bad[:20]],
+        routed_ok=(float(route_ok.mean()), float(route_ok2.mean())),
+        misrouted=[prefix(u) for u in misrouted[:20]], n_facts=M,
+        fact_accuracy=float(correct.mean()), n_held_out=len(held),
+        held_out_accuracy=float(correct[held].mean()) if held else float("nan"),
+        wrong_facts=[tok.decode(dataset.seqs[i, :dataset.lengths[i]]) for i in wrong[:20]],
+        max_invalid_by_eps=inv_eps, seconds=time.perf_counter() - t0)
+
+
+# ---- against the one-layer alternative --------------------------------------------------------
+def one_layer_alternative(dataset, eps: float = 1e-4, **kw) -> tuple[MoETransformer,
+                                                                      ConstructionReport]:
+    """Theorem 4.2's construction of the same dataset: every two-hop task memorised as a task
+    of its own (its expert holds one semantic neuron per composed fact)."""
+    return build_moe(dataset, eps, **kw)
+
+
+def compare_sizes(report: TwoLayerReport, one_layer: ConstructionReport, dataset) -> dict:
+    """Neurons of the two constructions: totals, the neurons that hold facts (semantic +
+    layer 2 vs semantic of every task, composed ones included), and per two-hop task its
+    one-layer expert against the layer-2 neurons its second hop adds."""
+    require(isinstance(one_layer, ConstructionReport) and one_layer.kind == "moe", "one_layer",
+            type(one_layer).__name__, "the ConstructionReport of build_moe on the same dataset")
+    two = [k for k, t in enumerate(dataset.tasks) if isinstance(t, TwoHopTask)]
+    return dict(
+        two_layer_total=report.total_neurons, one_layer_total=int(sum(one_layer.expert_sizes)),
+        two_layer_facts=int(sum(report.semantic) + sum(report.layer2_sizes)),
+        one_layer_facts=int(sum(one_layer.semantic_neurons)),
+        composed_facts=int(sum(dataset.tasks[k].n_pairs for k in two)),
+        per_two_hop={dataset.tasks[k].name: dict(
+            one_layer_expert=int(one_layer.expert_sizes[k]),
+            composed=dataset.tasks[k].n_pairs) for k in two},
+        two_layer_largest=int(max(report.layer1_sizes + report.layer2_sizes)),
+        one_layer_largest=int(max(one_layer.expert_sizes)))
+
+
+__all__ = ["TWO_LAYER_HYPOTHESES", "TwoLayerHypothesisFails", "TwoLayerLayout", "BridgeNeuron",
+           "HopNeuron", "TwoLayerReport", "build_two_layer", "TwoLayerVerification",
+           "verify_two_layer", "one_layer_alternative", "compare_sizes"]

@@ -65,7 +65,14 @@ def test_training_cache_follows_the_training_code_only(copy):
     for unrelated in ("boundary/mass.py", "landscape/symmetry.py", "claims.yaml", "plots.py"):
         append(copy.library / unrelated, "\n# edited\n")
     assert fp() == before
-    for related in ("model/train.py", "knowledge/dataset.py", "routing_metrics.py"):
+    # modules that read trained runs or train other experiments
+    for reader in ("experiments/bridge.py", "experiments/two_hop.py", "knowledge/two_hop.py",
+                   "experiments/plan.py", "experiments/claims.py"):
+        append(copy.library / reader, "\n# edited\n")
+    assert fp() == before
+    for related in ("model/train.py", "knowledge/dataset.py", "routing_metrics.py",
+                    "experiments/task_routing.py", "knowledge/sources/embedded.py",
+                    "knowledge/trie/__init__.py"):
         mid = fp()
         append(copy.library / related, "\n# edited\n")
         assert fp() != mid, related

@@ -8,13 +8,27 @@ grid).
 ``claims`` — from runs to the verdicts of paper A's experimental claims.
 ``power`` — the verdict rules fed deliberately broken models.
 ``executor`` — where a grid's runs go: worker processes on this machine or a Ray cluster.
+``bridge`` — paper B's quantities (margins, boundary mass, soft-to-hard gap and its bound)
+measured on the trained routers of ``task_routing`` (ours).
+``two_hop`` — one- and two-layer MoEs trained on single-hop facts and their two-hop
+compositions: do held-out compositions come out, do the hops' experts compose? (ours)
 """
 
 from ..executor import GridError
 from .accuracy import AccuracyInterval, accuracy_interval
+from .bridge import (BoundCheck, RouterBoundaryMass, RouterMargins, SoftHard, bound_check,
+                     boundary_mass_of_router, margin_tail_constant, router_margins,
+                     soft_vs_hard)
 from .task_routing import (ExperimentConfig, convergence, grid_configs, load_result,
-                           result_path, results_frame, run_experiment, run_grid)
+                           load_model, result_path, results_frame, run_experiment, run_grid,
+                           weights_path)
+from .two_hop import (TwoHopConfig, run_two_hop, run_two_hop_grid, two_hop_cells,
+                      two_hop_frame, two_hop_grid)
 
-__all__ = ["AccuracyInterval", "ExperimentConfig", "GridError", "accuracy_interval",
+__all__ = ["AccuracyInterval", "BoundCheck", "ExperimentConfig", "GridError",
+           "RouterBoundaryMass", "RouterMargins", "SoftHard", "accuracy_interval",
+           "bound_check", "boundary_mass_of_router", "load_model", "margin_tail_constant",
+           "router_margins", "soft_vs_hard", "weights_path",
            "convergence", "grid_configs", "load_result", "result_path", "results_frame",
-           "run_experiment", "run_grid"]
+           "run_experiment", "run_grid", "TwoHopConfig", "run_two_hop", "run_two_hop_grid",
+           "two_hop_cells", "two_hop_frame", "two_hop_grid"]

@@ -49,15 +49,29 @@ dataset's relations drawn with ``task_seed``, so a run with 20 tasks contains th
 with 10 tasks (a nested grid) and a different ``task_seed`` draws other relations.
 
 Caching: a run's JSON file is named by a hash of its configuration *and of the code that trains
-and measures it* (every module of the package, and the torch version); :func:`run_grid` skips
-a configuration whose file exists, so rerunning a chapter whose text changed does not retrain,
-while any change to the library invalidates every cached run.  With one expert the
+and measures it* (:data:`TRAINING_CODE`: the model, the knowledge datasets, the routing
+measurements, the runtime and this module; the torch and Python versions and the platform);
+:func:`run_grid` skips a configuration whose file exists, so rerunning a chapter whose text
+changed does not retrain, while a change to that code invalidates every cached run.  With one expert the
 three objectives are the same training problem (the router's softmax is identically 1: the LB
 term is the constant α and the task-router loss is 0, both with zero gradient), so they share
 one run, recorded as such in each result (``shared_with``).  Results are written atomically
 (:mod:`moe_routing.atomic`); a cached file that is corrupt, truncated or not a result of its
 configuration is never read: the run is redone (or a good copy from ``reuse_from`` is taken)
 and one warning line of this module's logger names the file and what was wrong with it.
+
+Weights: beside the measurements, :func:`run_experiment` keeps the trained model's
+``state_dict`` (``torch.save``, atomically) in ``<artifacts_dir>/task_routing_weights/<key>.pt``
+(:func:`weights_path`; a folder of its own, so that ``task_routing/`` holds results only), with
+the key, the training key and the :class:`~moe_routing.model.MoEConfig` it was built from;
+:func:`load_model` rebuilds the model from it, after checking that the stored configuration is
+the one this code builds for the run (a model of another shape or run is never returned).  The
+JSON result is the same with or without weights, and the grid's cache reads the JSON only: a
+grid never retrains because weights are absent (results written by an older version, or
+trained by the Ray / SLURM executors, which return results and not models).  Instead
+:func:`load_model` *recomputes* missing weights: it retrains the run in this process (every
+run seeds itself) and keeps the model only if its measurements are the cached ones exactly,
+so a recomputed model is the model the JSON describes, or an error.
 """
 
 from __future__ import annotations
@@ -74,7 +88,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..atomic import atomic_write_json
+from ..atomic import _jsonable, atomic_write_json
 from ..validation import (choice, fail, flag, integer, number, positive, require, sequence,
                           sequence_of)
 from ..model.losses import OBJECTIVES
@@ -206,9 +220,14 @@ def _config(cfg) -> ExperimentConfig:
 
 
 # The code a training run's result depends on: the model, its training and evaluation, the
-# knowledge datasets, the measurements and this module (not the book tooling, not the boundary-
-# mass or landscape modules, not the claims' wording).
-TRAINING_CODE = ("model", "knowledge", "experiments", "routing_metrics.py", "runtime.py")
+# knowledge datasets, the measurements and this module -- not the book tooling, the boundary-
+# mass or landscape modules, the claims' wording, nor the modules that only *read* trained
+# runs or train other experiments (experiments/bridge.py, experiments/two_hop.py, whose own
+# cache keys add their source, and knowledge/two_hop.py): editing those retrains nothing here.
+TRAINING_CODE = ("model", "knowledge/__init__.py", "knowledge/dataset.py", "knowledge/task.py",
+                 "knowledge/templates.py", "knowledge/tokenizer.py", "knowledge/trie",
+                 "knowledge/sources", "experiments/task_routing.py", "routing_metrics.py",
+                 "runtime.py")
 
 
 @lru_cache(maxsize=1)
@@ -328,6 +347,169 @@ def result_path(cfg: ExperimentConfig, artifacts_dir: str | Path) -> Path:
     return Path(artifacts_dir) / "task_routing" / f"{cfg.key()}.json"
 
 
+#: version of the weights file's layout (a file of another version is refused, not guessed at)
+WEIGHTS_FORMAT = 1
+
+
+def weights_path(cfg: ExperimentConfig, artifacts_dir: str | Path) -> Path:
+    """Where the run's trained weights live: ``<artifacts_dir>/task_routing_weights/<key>.pt``
+    (the key of :func:`result_path`'s JSON)."""
+    path = result_path(cfg, artifacts_dir)
+    return path.parent.parent / "task_routing_weights" / f"{path.stem}.pt"
+
+
+def _model_config(cfg: ExperimentConfig, ds, train_split):
+    from ..model import MoEConfig
+
+    return MoEConfig(vocab_size=ds.vocab_size, max_len=train_split.inputs.shape[1],
+                     d_model=cfg.d_model, n_heads=cfg.n_heads, n_experts=cfg.n_experts,
+                     d_expert=cfg.d_expert, top_k=1, gate="switch")
+
+
+def model_config(cfg: ExperimentConfig):
+    """The :class:`~moe_routing.model.MoEConfig` :func:`run_experiment` builds for ``cfg``."""
+    ds = experiment_dataset(_config(cfg))
+    return _model_config(cfg, ds, ds.encode_split("train"))
+
+
+def _save_weights(cfg: ExperimentConfig, model, artifacts_dir: str | Path) -> Path:
+    """torch.save of the model's state (on the CPU), through a temporary file renamed over the
+    target (:func:`moe_routing.atomic.atomic_write_bytes`).  The knock-out modes are Python
+    attributes, not state: they are stored too, so that the ``collapsed`` variant's model (its
+    routing collapsed after training) reloads as the model that was measured."""
+    import io
+
+    import torch
+
+    from ..atomic import atomic_write_bytes
+
+    payload = dict(format=WEIGHTS_FORMAT, key=cfg.key(), training_key=cfg.training_key(),
+                   model_config=model.config.as_dict(),
+                   knockout_modes=[layer.knockout_mode for layer in model.layers()],
+                   state_dict={k: v.detach().cpu() for k, v in model.state_dict().items()})
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    path = weights_path(cfg, artifacts_dir)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def _read_weights(cfg: ExperimentConfig, path: Path):
+    """The model stored at ``path`` for ``cfg``; ValueError naming the file when it is
+    unreadable, of another format, of another run or of another shape."""
+    import io
+
+    import torch
+
+    from ..model import MoEConfig, MoETransformer
+
+    def refuse(why: str):
+        raise ValueError(f"weights file {path} {why}; delete it to have load_model recompute "
+                         "the weights, or re-run the experiment")
+
+    try:
+        payload = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu",
+                             weights_only=True)
+    except Exception as e:                       # torch raises many types for a bad file
+        refuse(f"is unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+    if not isinstance(payload, dict) or payload.get("format") != WEIGHTS_FORMAT:
+        refuse(f"is not a weights file of format {WEIGHTS_FORMAT}")
+    if payload.get("key") != cfg.key() or payload.get("training_key") != cfg.training_key():
+        refuse(f"holds the weights of run {payload.get('key')!r}, not of {cfg.key()!r}")
+    expected = model_config(cfg)
+    try:
+        stored = MoEConfig(**payload["model_config"])
+    except (KeyError, TypeError, ValueError) as e:
+        refuse(f"holds no valid model configuration ({type(e).__name__}: {e})")
+    if stored != expected:
+        diff = {k: (v, getattr(expected, k)) for k, v in stored.as_dict().items()
+                if v != getattr(expected, k)}
+        refuse(f"was built with another model configuration (stored, expected: {diff})")
+    model = MoETransformer(expected)
+    try:
+        model.load_state_dict(payload["state_dict"], strict=True)
+    except (KeyError, TypeError, RuntimeError) as e:
+        refuse(f"does not fit the model ({type(e).__name__}: {str(e).splitlines()[0]})")
+    modes = payload.get("knockout_modes")
+    if not (isinstance(modes, list) and len(modes) == len(model.layers())
+            and all(m in ("zero", "reroute") for m in modes)):
+        refuse("holds no valid knock-out modes")
+    for layer, mode in zip(model.layers(), modes):
+        layer.knockout_mode = mode
+    return model.eval()
+
+
+#: the fields of a result that a recomputed model must reproduce (all but timings and
+#: provenance, which differ between two runs of the same code): counts, sizes and names
+#: exactly, real numbers to a relative :data:`REPRODUCED_RTOL` -- the rounding of the same
+#: model's measurements under another torch thread count, far below what another model changes
+REPRODUCED_RTOL = 1e-9
+REPRODUCED_KEYS = ("key", "training_key", "model_config", "accuracy", "train_accuracy",
+                   "accuracy_per_task", "valid_mass", "valid_mass_min", "valid_mass_object",
+                   "routing_all", "routing_object", "routing_determined", "params", "steps")
+
+
+def _same(a, b) -> bool:
+    """Equal JSON values, real numbers to a relative :data:`REPRODUCED_RTOL`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+            return a == b
+        return bool(np.isclose(a, b, rtol=REPRODUCED_RTOL, atol=0.0, equal_nan=True))
+    return a == b
+
+
+def load_model(cfg: ExperimentConfig, artifacts_dir: str | Path, recompute: bool = True,
+               profile: str = "smoke"):
+    """The trained :class:`~moe_routing.model.MoETransformer` of run ``cfg`` (on the CPU, in
+    eval mode), rebuilt from the weights :func:`run_experiment` stored in ``artifacts_dir``.
+
+    The stored key, training key and model configuration must be the run's (the configuration
+    this code builds for ``cfg``): anything else is a ValueError naming the file, as is a
+    corrupt or truncated file -- never a silently different model.  When the run's JSON is
+    cached but its weights are not (see the module docstring) and ``recompute`` is True, the
+    run is retrained here and its weights are written, provided that every measurement of
+    :data:`REPRODUCED_KEYS` is the cached one (RuntimeError otherwise: the cached result
+    was computed by a model this machine does not reproduce).  FileNotFoundError when neither
+    is there, or the weights are missing and ``recompute`` is False.
+    """
+    _config(cfg)
+    recompute = flag("recompute", recompute)
+    choice("profile", profile, PROFILES)
+    path = weights_path(cfg, artifacts_dir)
+    if path.exists():
+        return _read_weights(cfg, path)
+    res, problem = _read_cached(cfg, artifacts_dir)
+    if res is None:
+        raise FileNotFoundError(
+            f"no cached run {cfg.key()} ({run_label(cfg)}) in {artifacts_dir}: neither "
+            f"{path} nor {result_path(cfg, artifacts_dir)} is usable"
+            + (f" ({problem})" if problem else "")
+            + "; run run_experiment(cfg, artifacts_dir) or run_grid first")
+    if not recompute:
+        raise FileNotFoundError(f"no weights file {path} for the cached run {cfg.key()} "
+                                f"({run_label(cfg)}); load_model(..., recompute=True) "
+                                "retrains it")
+    log.info("task_routing: recomputing the weights of cached run %s (%s)", cfg.key(),
+             run_label(cfg))
+    fresh, model = _train_and_measure(cfg, profile, False)
+    fresh = json.loads(json.dumps(fresh, default=_jsonable))
+    differ = [k for k in REPRODUCED_KEYS if not _same(fresh.get(k), res.get(k))]
+    if differ:
+        raise RuntimeError(
+            f"the recomputed run {cfg.key()} does not reproduce the cached result "
+            f"{result_path(cfg, artifacts_dir)} ({', '.join(differ)} differ, e.g. "
+            f"{differ[0]}: {res.get(differ[0])!r} cached, {fresh.get(differ[0])!r} now; "
+            "training under another torch thread count or on another device changes a "
+            "model's last bits): recompute with the thread count and device the run was "
+            "trained with, or delete the JSON to retrain the run here")
+    _save_weights(cfg, model, artifacts_dir)
+    return model.cpu().eval()
+
+
 #: what a cached result must hold to be used (a file lacking any of them is re-run)
 RESULT_KEYS = ("version", "key", "config", "training_key", "accuracy", "train_accuracy",
                "valid_mass", "valid_mass_object", "routing_all", "routing_object",
@@ -338,24 +520,12 @@ RESULT_KEYS = ("version", "key", "config", "training_key", "accuracy", "train_ac
 def _read_cached(cfg: ExperimentConfig, folder: str | Path) -> tuple[dict | None, str | None]:
     """(result, None) when ``folder`` holds a usable result of ``cfg``; (None, None) when it
     holds none (absent, or of another format version); (None, why) when the file is there but
-    corrupt, truncated or not a result of ``cfg`` -- such a file is never read as a result."""
-    p = result_path(cfg, folder)
-    if not p.exists():
-        return None, None
-    try:
-        res = json.loads(p.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        return None, f"{p} is unreadable ({type(e).__name__}: {e})"
-    if not isinstance(res, dict):
-        return None, f"{p} holds a {type(res).__name__}, not a result"
-    if res.get("version") != RESULT_VERSION:
-        return None, None
-    missing = [k for k in RESULT_KEYS if k not in res]
-    if missing:
-        return None, f"{p} lacks {', '.join(missing)}"
-    if res["training_key"] != cfg.training_key() or res["key"] != cfg.key():
-        return None, f"{p} holds the result of another configuration"
-    return res, None
+    corrupt, truncated or not a result of ``cfg`` -- such a file is never read as a result
+    (:func:`.cache.read_cached`)."""
+    from .cache import read_cached
+
+    return read_cached(result_path(cfg, folder), version=RESULT_VERSION, required=RESULT_KEYS,
+                       key=cfg.key(), training_key=cfg.training_key())
 
 
 def load_result(cfg: ExperimentConfig, artifacts_dir: str | Path | None) -> dict | None:
@@ -373,28 +543,38 @@ def load_result(cfg: ExperimentConfig, artifacts_dir: str | Path | None) -> dict
 
 def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = None,
                    profile: str = "smoke", progress: bool = False) -> dict:
-    """Train and evaluate one configuration; write its JSON when ``artifacts_dir`` is given.
+    """Train and evaluate one configuration; write its JSON and its trained weights
+    (:func:`weights_path`, read back by :func:`load_model`) when ``artifacts_dir`` is given.
 
     Returns the result dict: ``config``, ``training_key``, ``dataset`` (task names, sizes),
     ``history`` (losses), the measurements of :func:`evaluate_run`, ``wall_s`` and
     ``provenance``.
     """
-    import torch
-
-    from ..model import MoEConfig, TrainConfig, TrainData, exact_match
-    from ..runtime import provenance, resolve_device
-
     _config(cfg)
     choice("profile", profile, PROFILES)
     progress = flag("progress", progress)
+    res, model = _train_and_measure(cfg, profile, progress)
+    if artifacts_dir is not None:
+        # weights first: a JSON on disk then (nearly always) has its weights beside it, and
+        # an interruption in between leaves a JSON that load_model can recompute
+        _save_weights(cfg, model, artifacts_dir)
+        atomic_write_json(result_path(cfg, artifacts_dir), res)
+    return res
+
+
+def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool):
+    """(the result dict of :func:`run_experiment`, the trained model as measured)."""
+    import torch
+
+    from ..model import TrainConfig, TrainData, exact_match
+    from ..runtime import provenance, resolve_device
+
     device = resolve_device(cfg.device)          # ValueError before any work
     t0 = time.perf_counter()
     ds = experiment_dataset(cfg)
     tr = ds.encode_split("train")
     data = TrainData.from_split(tr)
-    mcfg = MoEConfig(vocab_size=ds.vocab_size, max_len=tr.inputs.shape[1], d_model=cfg.d_model,
-                     n_heads=cfg.n_heads, n_experts=cfg.n_experts, d_expert=cfg.d_expert,
-                     top_k=1, gate="switch")
+    mcfg = _model_config(cfg, ds, tr)
     tcfg = TrainConfig(objective="ce" if cfg.n_experts == 1 else cfg.objective, lr=cfg.lr,
                        steps=cfg.steps, batch_size=cfg.batch_size,
                        warmup_steps=cfg.warmup_steps, lb_alpha=cfg.lb_alpha,
@@ -423,9 +603,7 @@ def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = Non
         steps=tcfg.total_steps(len(data)), train_s=train_s,
         wall_s=time.perf_counter() - t0, provenance=provenance(profile, device).as_dict(),
         **metrics)
-    if artifacts_dir is not None:
-        atomic_write_json(result_path(cfg, artifacts_dir), res)
-    return res
+    return res, model
 
 
 def _train_variant(cfg: ExperimentConfig, mcfg, data, tcfg, eval_fn):
@@ -463,6 +641,16 @@ def _collapse_routing(model, te) -> None:
     busiest = int(np.bincount(rec.expert[:, 0].numpy(),
                               minlength=model.config.n_experts).argmax())
     model.knock_out([e for e in range(model.config.n_experts) if e != busiest], "reroute")
+
+
+def _copy_weights(cfg: ExperimentConfig, source: str | Path, target: str | Path) -> None:
+    """Copy the run's weights file along with its JSON, when the source folder has one (the
+    bytes as they are: :func:`load_model` checks them where they are read)."""
+    from ..atomic import atomic_write_bytes
+
+    src = weights_path(cfg, source)
+    if src.exists():
+        atomic_write_bytes(weights_path(cfg, target), src.read_bytes())
 
 
 # ----------------------------------------------------------------------------- grids
@@ -536,6 +724,7 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
         if found_in is not None and artifacts_dir is not None \
                 and found_in is not artifacts_dir:
             atomic_write_json(result_path(cfg, artifacts_dir), res)
+            _copy_weights(cfg, found_in, artifacts_dir)
         if problems:
             log.warning("task_routing: %s run %s: %s", "reusing another cached copy of"
                         if res is not None else "re-running", key, "; ".join(problems))

@@ -1,0 +1,319 @@
+"""Two-hop experiment runner: configuration checks, the split, per-layer router targets, one
+tiny run end to end, its JSON and cache, and the grid through the executor."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+import moe_routing.model as model_pkg
+from moe_routing.experiments import two_hop as th
+from moe_routing.experiments import (TwoHopConfig, run_two_hop, run_two_hop_grid, two_hop_cells,
+                                     two_hop_frame, two_hop_grid)
+
+pytestmark = pytest.mark.kernels
+
+#: a run of a few seconds: 12 facts per relation, two templates, a 16-wide model, 6 steps
+TINY = dict(n_pairs=12, n_templates=2, d_model=16, d_expert=16, n_heads=2, steps=6,
+            batch_size=32, warmup_steps=2)
+
+
+def tiny(**changes) -> TwoHopConfig:
+    return TwoHopConfig.make(**{**TINY, **changes})
+
+
+# ---- configuration ---------------------------------------------------------------------------
+@pytest.mark.parametrize("changes,words", [
+    (dict(chains=(("P17", "P999"),)), r"TwoHopData.chains\[0\] = \('P17', 'P999'\).*chain of "
+                                      r"the embedded base"),
+    (dict(chains=(("P17", "P17"),)), r"TwoHopData.chains\[0\] = \('P17', 'P17'\)"),
+    (dict(chains=(("P17", "P36"), ("P17", "P36"))), "distinct"),
+    (dict(chains="P17"), "TwoHopData.chains"),
+    (dict(chains=(("P17", "P36"),), templates=(("⋆1 is in a land ruled from ⋆2.",),)),
+     r"TwoHopData.templates\[0\].*at least two template strings"),
+    (dict(chains=(("P17", "P36"),), templates=(("⋆1 a b.", "⋆1 c d."),)), "with ⋆1 and ⋆2"),
+    (dict(chains=(("P17", "P36"),), templates=(("⋆1 x ⋆2.", "⋆1 y ⋆2."),) * 2),
+     "one sequence of template strings per chain"),
+    (dict(n_pairs=1), r"TwoHopData.n_pairs = 1.*≥ 2"),
+    (dict(n_templates=6), "TwoHopData.n_templates = 6"),
+    (dict(test_fraction=1.0), "TwoHopData.test_fraction = 1.0"),
+    (dict(n_layers=3), r"TwoHopModel.n_layers = 3.*1 or 2"),
+    (dict(n_experts=0), "TwoHopModel.n_experts = 0"),
+    (dict(d_model=18, n_heads=4), r"TwoHopModel.d_model = 18.*divisible by n_heads=4"),
+    (dict(objective="ce+zz"), r"TwoHopTrain.objective = 'ce\+zz'.*'ce\+router'"),
+    (dict(steps=0), "TwoHopTrain.steps = 0"),
+    (dict(lr=float("nan")), "TwoHopTrain.lr"),
+    (dict(device="tpu"), "TwoHopTrain.device = 'tpu'"),
+    (dict(amp=1), "TwoHopTrain.amp = 1"),
+    (dict(n_layer=2), r"TwoHopConfig.replace = \['n_layer'\].*n_layers"),
+])
+def test_bad_config_names_field_and_what_is_accepted(changes, words):
+    with pytest.raises(ValueError, match=words):
+        TwoHopConfig.make(**changes)
+
+
+def test_a_chain_without_default_templates_needs_them():
+    with pytest.raises(ValueError, match=r"explicit templates for the chains without defaults"):
+        TwoHopConfig.make(chains=(("P17", "P30"),))
+
+
+def test_config_parts_keys_and_json_round_trip():
+    cfg = tiny(n_layers=1, objective="ce+lb", seed=3)
+    assert (cfg.model.n_layers, cfg.train.objective, cfg.train.seed) == (1, "ce+lb", 3)
+    assert cfg.data.chain_templates == tuple(th.DEFAULT_TEMPLATES[c] for c in cfg.data.chains)
+    # other chains take their own default templates; the key holds the text
+    other = cfg.replace(chains=(("P17", "P38"),))
+    assert other.data.chain_templates == (th.DEFAULT_TEMPLATES[("P17", "P38")],)
+    assert cfg.training_key()["data"]["templates"][0] == list(th.DEFAULT_TEMPLATES[("P17", "P36")])
+    explicit = cfg.replace(templates=tuple(th.DEFAULT_TEMPLATES[c] for c in cfg.data.chains))
+    assert explicit.key() == cfg.key()                   # the defaults, spelt out: the same run
+    reworded = cfg.replace(templates=(("⋆1 lies in a land ruled from ⋆2.", "⋆1: ⋆2."),
+                                      th.DEFAULT_TEMPLATES[("P37", "P282")]))
+    assert reworded.key() != cfg.key()
+    assert cfg.replace(n_layers=np.int64(1)) == cfg                 # NumPy scalars accepted
+    back = TwoHopConfig(**json.loads(json.dumps(cfg.as_dict())))   # from a result's config
+    assert back == cfg and back.key() == cfg.key()
+    keys = {c.key() for c in two_hop_grid(base=cfg)}
+    assert len(keys) == 12                                           # 2 depths × 3 × 2 seeds
+    # one expert: the three objectives train the same model and share a key
+    one = {tiny(n_experts=1, objective=o).key() for o in ("ce", "ce+lb", "ce+router")}
+    assert len(one) == 1
+    with pytest.raises(ValueError, match="TwoHopConfig.model = 'TwoHopTrain'"):
+        TwoHopConfig(model=th.TwoHopTrain())
+    with pytest.raises(ValueError, match="cfg = 'dict'"):
+        run_two_hop({"model": {}})
+
+
+# ---- the split and the router targets -------------------------------------------------------
+@pytest.fixture(scope="module")
+def data():
+    cfg = tiny()
+    ds = th.two_hop_dataset(cfg)
+    return ds, th.two_hop_split(ds)
+
+
+def _facts(ds, idx):
+    return {(int(ds.task[i]), int(ds.pair[i])) for i in idx}
+
+
+def test_held_out_compositions_are_never_trained_and_their_hops_are(data):
+    ds, parts = data
+    held = ds.held_out_compositions()
+    assert held and len(parts.held_out) == sum(len(h.test_sentences) for h in held)
+    train = set(parts.train.tolist())
+    train_text = {ds.tokenizer.decode(ds.seqs[i]) for i in parts.train}
+    names = [t.name for t in ds.tasks]
+    for h in held:
+        k = names.index(h.task)
+        # no training sentence of the two-hop task has the held-out subject, in any template
+        first = h.test_sentences[0]
+        subj = ds.seqs[first, ds.subject_pos[first]]
+        tr_k = parts.train[ds.task[parts.train] == k]
+        assert len(tr_k) and not (ds.seqs[tr_k, ds.subject_pos[tr_k]] == subj).any()
+        assert ds.tokenizer.vocab[subj] == h.subject
+        assert not train & set(h.test_sentences)
+        assert not {ds.tokenizer.decode(ds.seqs[i]) for i in h.test_sentences} & train_text
+        # both hops are trained, in every template of their task
+        for f in (h.first, h.second):
+            kf = names.index(f.task)
+            rows = np.nonzero((ds.task == kf)
+                              & (ds.pair == list(ds.tasks[kf].dictionary).index(f.subject)))[0]
+            assert len(rows) == ds.tasks[kf].n_templates and set(rows.tolist()) <= train
+
+
+def test_seen_compositions_are_asked_in_a_template_they_were_not_trained_in(data):
+    ds, parts = data
+    assert len(parts.seen) > 0
+    assert not set(parts.seen.tolist()) & set(parts.train.tolist())
+    assert not set(parts.seen.tolist()) & set(parts.held_out.tolist())
+    # every asked composition is trained in its other templates
+    assert _facts(ds, parts.seen) <= _facts(ds, parts.train)
+    # the parts cover the dataset exactly once
+    every = np.concatenate([parts.train, parts.single_test, parts.seen, parts.held_out])
+    assert sorted(every.tolist()) == list(range(ds.n_sentences))
+
+
+def test_layer_targets_are_the_hops(data):
+    ds, parts = data
+    hops = th.hop_tasks(ds)
+    enc = ds.encode_split("all")
+    tr = th._take(enc, parts.train)
+    assert torch.equal(tr.tokens, enc.tokens[torch.from_numpy(parts.train)])
+    lt = th.layer_targets(tr, hops, 2)
+    names = [t.name for t in ds.tasks]
+    for row, k in zip(lt.tolist(), tr.task.tolist()):
+        t = ds.tasks[k]
+        want = (names.index(t.first.name), names.index(t.second.name)) \
+            if isinstance(t, th_task()) else (k, k)
+        assert tuple(row) == want
+    assert torch.equal(th.layer_targets(tr, hops, 1), lt[:, :1])
+    two = hops[tr.task.numpy(), 0] != tr.task.numpy()
+    assert two.any() and (lt[two, 0] != lt[two, 1]).all()          # the hops differ
+
+
+def th_task():
+    from moe_routing.knowledge.two_hop import TwoHopTask
+
+    return TwoHopTask
+
+
+def test_the_per_layer_targets_reach_the_training_loop(monkeypatch):
+    """ce+router of a two-layer model trains with layer_tasks = (hop 1, hop 2): what the
+    training loop receives, column by column."""
+    seen = {}
+    real = model_pkg.build_and_train
+
+    def spy(mcfg, data, tcfg, **kw):
+        seen.update(data=data, mcfg=mcfg, tcfg=tcfg)
+        return real(mcfg, data, tcfg, **kw)
+
+    monkeypatch.setattr(model_pkg, "build_and_train", spy)
+    cfg = tiny(objective="ce+router", steps=2)
+    run_two_hop(cfg)
+    ds = th.two_hop_dataset(cfg)
+    hops = th.hop_tasks(ds)
+    data, names = seen["data"], [t.name for t in ds.tasks]
+    assert seen["mcfg"].n_layers == 2 and seen["tcfg"].objective == "ce+router"
+    assert data.layer_tasks.shape == (len(data), 2)
+    two = torch.from_numpy(hops[data.task_ids.numpy(), 0] != data.task_ids.numpy())
+    for k, t in enumerate(ds.tasks):
+        rows = data.task_ids == k
+        if isinstance(t, th_task()):
+            assert (data.layer_tasks[rows, 0] == names.index(t.first.name)).all()
+            assert (data.layer_tasks[rows, 1] == names.index(t.second.name)).all()
+        elif rows.any():
+            assert (data.layer_tasks[rows] == k).all()
+    assert two.any()
+
+
+@pytest.mark.training
+def test_router_supervision_sends_each_layer_to_its_hops_expert():
+    """Trained with ce+router, layer 1 routes two-hop queries to the hop-1 expert and layer 2
+    to the hop-2 expert (the task-mod-E experts differ for the two hops of every chain)."""
+    cfg = tiny(objective="ce+router", steps=60, router_alpha=5.0, lr=1e-2, n_pairs=16)
+    r = run_two_hop(cfg)
+    l1, l2 = r["routing"]
+    assert l1["hop1"]["designated_fraction"] > 0.9 > 0.1 > l1["hop2"]["designated_fraction"]
+    assert l2["hop2"]["designated_fraction"] > 0.9 > 0.1 > l2["hop1"]["designated_fraction"]
+
+
+# ---- one tiny run ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("two_hop")
+    cfg = tiny(objective="ce+lb")
+    return cfg, folder, run_two_hop(cfg, folder)
+
+
+def test_result_keys_and_types(tiny_run):
+    cfg, folder, r = tiny_run
+    assert set(th.RESULT_KEYS) <= set(r) and r["cached"] is False
+    assert r["key"] == cfg.key() and r["config"] == json.loads(json.dumps(cfg.as_dict()))
+    json.dumps(r)                                                    # JSON-ready as returned
+    for name in ("single_hop", "two_hop_seen", "held_out", "accuracy_non_majority"):
+        s = r[name]
+        assert isinstance(s["n"], int) and s["n"] > 0 and 0 <= s["accuracy"] <= 1
+        iv = s["interval"]
+        assert iv["low"] <= s["accuracy"] <= iv["high"] and iv["source"] == "binomial (one seed)"
+    d = r["dataset"]
+    assert r["held_out"]["n"] == d["n_held_out"] and r["two_hop_seen"]["n"] == d["n_seen"]
+    assert r["n_held_out_compositions"] == d["split"]["n_held_out_compositions"]
+    for name in ("majority_baseline", "identity_fraction", "composition_accuracy",
+                 "train_two_hop", "train_single_hop"):
+        assert isinstance(r[name], float) and 0 <= r[name] <= 1
+    assert len(r["routing"]) == cfg.model.n_layers == 2
+    for layer, entry in enumerate(r["routing"], 1):
+        assert entry["layer"] == entry["matched_hop"] == layer
+        for hop in ("hop1", "hop2"):
+            x = entry[hop]
+            for f in ("designated_fraction", "reuse_fraction", "held_out_designated_fraction",
+                      "held_out_reuse_fraction"):
+                assert 0 <= x[f] <= 1
+            assert 0 <= x["summary"]["nmi"] <= 1 + 1e-9
+            assert np.sum(x["summary"]["counts"]) == len(th.two_hop_split(
+                th.two_hop_dataset(cfg)).two_hop_all)
+        assert set(entry["dominant_expert"]) == {"P17", "P36", "P37", "P282"}
+        assert [x["task"] for x in entry["reuse"]] == d["two_hop_tasks"]
+    assert [e["step"] for e in r["history"]["evals"]][-1] == cfg.train.steps
+    assert r["steps"] == cfg.train.steps
+
+
+def test_majority_baseline_counts_the_majority_answers(tiny_run):
+    cfg, _, r = tiny_run
+    ds = th.two_hop_dataset(cfg)
+    parts = th.two_hop_split(ds)
+    objs = ds.seqs[np.arange(ds.n_sentences), ds.object_pos]
+    hits = []
+    for i in parts.held_out:
+        trained = objs[parts.train][ds.task[parts.train] == ds.task[i]]
+        vals, counts = np.unique(trained, return_counts=True)
+        hits.append(objs[i] == vals[counts.argmax()])
+    assert r["majority_baseline"] == pytest.approx(np.mean(hits))
+    assert r["accuracy_non_majority"]["n"] == len(hits) - sum(hits)
+
+
+def test_cache_returns_the_result_without_retraining(tiny_run, monkeypatch):
+    cfg, folder, r = tiny_run
+
+    def boom(*a, **k):
+        raise AssertionError("retrained a cached run")
+
+    monkeypatch.setattr(model_pkg, "build_and_train", boom)
+    again = run_two_hop(cfg, folder)
+    assert again["cached"] is True
+    assert {k: v for k, v in again.items() if k != "cached"} == \
+        {k: v for k, v in r.items() if k != "cached"}
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not json", "other config", "list"])
+def test_a_corrupt_cache_file_is_redone(tiny_run, tmp_path, monkeypatch, caplog, damage):
+    cfg, folder, r = tiny_run
+    path = th.result_path(cfg, tmp_path)
+    path.parent.mkdir(parents=True)
+    good = th.result_path(cfg, folder).read_text()
+    path.write_text({"truncated": good[:len(good) // 2], "not json": "\x00\xff",
+                     "list": "[1, 2]",
+                     "other config": json.dumps(dict(json.loads(good), key="0" * 16))}[damage])
+    calls = []
+    real = model_pkg.build_and_train
+    monkeypatch.setattr(model_pkg, "build_and_train",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    with caplog.at_level(logging.WARNING, logger="moe_routing.experiments.two_hop"):
+        redone = run_two_hop(cfg, tmp_path)
+    assert calls == [1] and redone["cached"] is False
+    assert [rec.getMessage() for rec in caplog.records if str(path) in rec.getMessage()]
+    assert json.loads(path.read_text())["key"] == cfg.key()          # replaced by a good one
+    assert redone["held_out"] == r["held_out"]                       # seeded: the same run
+
+
+# ---- the grid ---------------------------------------------------------------------------------
+def test_grid_runs_through_the_executor_and_frames_one_row_per_run(tmp_path, monkeypatch):
+    configs = two_hop_grid(n_layers=(1, 2), objectives=("ce", "ce+router"), seeds=(0,),
+                           base=tiny(steps=3))
+    res = run_two_hop_grid(configs + configs[:1], tmp_path, executor="local", workers=1,
+                           progress=False)
+    assert [r["key"] for r in res] == [c.key() for c in configs + configs[:1]]
+    assert [r["cached"] for r in res] == [False] * 4 + [True]       # a repeat is shared
+    assert sorted(p.stem for p in (tmp_path / "two_hop").iterdir()) == \
+        sorted(c.key() for c in configs)
+    frame = two_hop_frame(res[:4])
+    assert len(frame) == 4 and list(frame["n_layers"]) == [1, 1, 2, 2]
+    assert list(frame["objective"]) == ["ce", "ce+router", "ce", "ce+router"]
+    assert frame.loc[frame.n_layers == 1, "l2_hop2_reuse"].isna().all()
+    assert frame.loc[frame.n_layers == 2, "l2_hop2_reuse"].notna().all()
+    assert (frame["held_out_low"] <= frame["held_out"]).all()
+    cells = two_hop_cells(res[:4])
+    assert len(cells) == 4 and set(cells["n_seeds"]) == {1}
+
+    def boom(*a, **k):
+        raise AssertionError("retrained a cached run")
+
+    monkeypatch.setattr(th, "run_two_hop", boom)
+    again = run_two_hop_grid(configs, tmp_path, executor="local", workers=1, progress=False)
+    assert all(r["cached"] for r in again)
+    with pytest.raises(ValueError, match="results = 'dict'"):
+        two_hop_frame(res[0])
+    with pytest.raises(ValueError, match=r"results\[0\]"):
+        two_hop_frame([{"config": {}}])

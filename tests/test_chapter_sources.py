@@ -167,3 +167,37 @@ def test_the_capacity_probe_the_training_chapter_reads_holds_its_stated_models()
     text = (ROOT / "notebooks" / "training.md").read_text(encoding="utf-8")
     for key in ("training-probe-e1", "training-probe-e7", "training-probe-dense"):
         assert f"{{glue:text}}`{key}" in text      # the prose quotes them through glue
+
+
+#: the bridge chapter reads the training chapter's A-Fig. 2 models: the knobs that define them
+BRIDGE_SHARED = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
+                 "d_model", "n_heads", "d_expert", "steps", "batch_size", "lr")
+
+
+def _cell_values(name: str) -> dict:
+    import ast
+
+    from moe_book.pipeline import parameters_cell_names
+
+    _, src = parameters_cell_names(ROOT / "notebooks" / f"{name}.md")
+    out = {}
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+@pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
+def test_the_bridge_measures_the_training_chapters_models(profile):
+    """Its runs are the training chapter's only if every knob that defines them is equal: in
+    the parameters cells (smoke) and in both profile files."""
+    import yaml
+
+    if profile == "smoke":
+        bridge, training = _cell_values("bridge"), _cell_values("training")
+    else:
+        data = yaml.safe_load((ROOT / "notebooks" / "params" / f"{profile}.yaml").read_text())
+        bridge, training = data["bridge"], data["training"]
+    differ = {k: (bridge.get(k), training.get(k)) for k in BRIDGE_SHARED
+              if bridge.get(k) != training.get(k)}
+    assert differ == {}

@@ -23,7 +23,7 @@ The vocabulary separates *what* was reproduced:
 * ``our extension`` -- a claim of the book itself, not of the papers.
 
 Rules live in one module per chapter family: :mod:`.knowledge`, :mod:`.construction`,
-:mod:`.training`, :mod:`.boundary`, :mod:`.landscape`.
+:mod:`.training`, :mod:`.boundary`, :mod:`.landscape`, :mod:`.two_hop` and :mod:`.bridge` (ours).
 """
 
 from __future__ import annotations

@@ -1,0 +1,47 @@
+"""The two-hop chapter's rules on both sides of every threshold."""
+
+import pytest
+
+from moe_routing.verdicts import two_hop as r
+
+GOOD = dict(max_invalid_by_eps={1e-4: 3e-5, 1e-8: 4e-9}, n_prefixes=8090, n_misrouted=0,
+            n_wrong_facts=0, n_facts=1174, n_wrong_held_out=0, n_held_out=48)
+
+
+def test_construction_holds_only_when_every_check_passes():
+    assert r.two_layer_construction(**GOOD).verdict == "our extension"
+    for bad in (dict(n_misrouted=1), dict(n_wrong_facts=1), dict(n_wrong_held_out=1),
+                dict(max_invalid_by_eps={1e-4: 2e-4, 1e-8: 1e-3})):
+        assert r.two_layer_construction(**{**GOOD, **bad}).verdict == "not reproduced", bad
+    assert r.two_layer_construction(**{**GOOD, "n_held_out": 0}).verdict == "partly"
+    assert r.two_layer_construction(
+        **{**GOOD, "max_invalid_by_eps": {1e-4: 3e-5, 1e-8: 2e-8}}).verdict == "partly"
+
+
+def test_construction_refuses_impossible_counts():
+    with pytest.raises(ValueError, match="n_wrong_held_out = 49 is not allowed"):
+        r.two_layer_construction(**{**GOOD, "n_wrong_held_out": 49})
+
+
+def test_sizes_are_additive_only_if_no_expert_moves():
+    assert r.additive_sizes([96, 100, 82, 0], [96, 100, 82, 0], 119, 10).verdict == "our extension"
+    # a layer-2 expert that stored the composed dictionary shrinks with it
+    assert r.additive_sizes([96, 100, 82, 0], [96, 100, 40, 0], 119, 10).verdict == "not reproduced"
+    assert r.additive_sizes([96, 100], [96, 100], 119, 119).verdict == "partly"
+    with pytest.raises(ValueError, match="one size per expert"):
+        r.additive_sizes([1, 2], [1], 3, 1)
+
+
+def test_held_out_against_the_majority_baseline():
+    assert r.held_out_above_baseline(0.71, 0.63, 0.43, 60).verdict == "our extension"
+    assert r.held_out_above_baseline(0.50, 0.40, 0.43, 60).verdict == "partly"
+    assert r.held_out_above_baseline(0.43, 0.35, 0.43, 60).verdict == "not reproduced"
+    with pytest.raises(ValueError, match="low = 0.8 is not allowed"):
+        r.held_out_above_baseline(0.7, 0.8, 0.43, 60)
+
+
+def test_depth_decides_on_intervals():
+    assert r.depth_composes(0.90, 0.05, 0.60, 0.05).verdict == "our extension"
+    assert r.depth_composes(0.708, 0.081, 0.708, 0.081).verdict == "not reproduced"
+    assert r.depth_composes(0.692, 0.083, 0.592, 0.088).verdict == "partly"
+    assert r.depth_composes(0.50, 0.05, 0.60, 0.05).verdict == "not reproduced"

@@ -45,3 +45,11 @@ def test_depth_decides_on_intervals():
     assert r.depth_composes(0.708, 0.081, 0.708, 0.081).verdict == "not reproduced"
     assert r.depth_composes(0.692, 0.083, 0.592, 0.088).verdict == "partly"
     assert r.depth_composes(0.50, 0.05, 0.60, 0.05).verdict == "not reproduced"
+
+
+def test_hop_by_hop_routing_against_chance():
+    assert r.hop_by_hop(0.95, 0.92, 4).verdict == "our extension"
+    assert r.hop_by_hop(0.52, 0.62, 4).verdict == "partly"
+    assert r.hop_by_hop(0.30, 0.90, 4).verdict == "not reproduced"
+    with pytest.raises(ValueError, match="n_experts = 1 is not allowed"):
+        r.hop_by_hop(0.5, 0.5, 1)

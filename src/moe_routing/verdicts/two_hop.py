@@ -136,3 +136,29 @@ def depth_composes(two_mean: float, two_half: float, one_mean: float, one_half: 
     if two_mean > one_mean:
         return "partly", txt + ": higher, but the intervals overlap"
     return "not reproduced", txt + ": two layers are not better"
+
+
+@rule
+def hop_by_hop(l1_reuse: float, l2_reuse: float, n_experts: int, strong: float = 0.9):
+    """X-two-hop-routing: a two-layer model trained *without* router supervision routes hop by
+    hop -- layer 1 sends a two-hop query to the expert its first hop's single-hop queries use,
+    layer 2 to the expert of its second hop's.
+
+    ``l1_reuse`` / ``l2_reuse``: those shares (mean over seeds) at the object-predicting
+    position; chance is about 1/``n_experts`` for a router blind to the hop:
+
+    * our extension — both shares ≥ ``strong`` (0.9);
+    * partly — both above chance + 0.1, not both ≥ ``strong``;
+    * not reproduced — a layer at or near chance (≤ 1/E + 0.1).
+    """
+    n_experts = integer("n_experts", n_experts, low=2)
+    for name, v in (("l1_reuse", l1_reuse), ("l2_reuse", l2_reuse), ("strong", strong)):
+        require(0.0 <= float(v) <= 1.0, name, v, "a share in [0, 1]")
+    chance = 1.0 / n_experts
+    txt = (f"reuse of the hop's expert: layer 1 {100 * l1_reuse:.0f} %, layer 2 "
+           f"{100 * l2_reuse:.0f} % (chance ≈ {100 * chance:.0f} %)")
+    if l1_reuse >= strong and l2_reuse >= strong:
+        return OURS, txt + f": both ≥ {100 * strong:.0f} %"
+    if min(l1_reuse, l2_reuse) > chance + 0.1:
+        return "partly", txt + ": above chance, not hop by hop throughout"
+    return "not reproduced", txt + ": a layer routes near chance"

@@ -16,7 +16,7 @@ OURS = "our extension"
 @rule
 def router_buys_margin(w: float, bm_router: float, hi_router: float, bm_ce: float,
                        lo_ce: float):
-    """X-bridge-margin: the task-router loss buys large margins -- at the template-determined
+    """X-bridge-margins: the task-router loss buys large margins -- at the template-determined
     positions its router has a smaller boundary mass BM(w) than the CE-trained router's.
 
     ``bm_*`` the empirical BM(w) at the width ``w``; ``hi_router`` the upper end of the
@@ -44,7 +44,7 @@ def router_buys_margin(w: float, bm_router: float, hi_router: float, bm_ce: floa
 @rule
 def soft_hard_rate(below: bool, rate_matches: bool, worst_ratio: float, slope: float,
                    slope_lo: float, slope_hi: float, alpha: float, n_resolved: int):
-    """X-bridge-rate: on a trained router, the gap |L_τ − L_0| between the soft mixture at
+    """X-bridge-soft-hard: on a trained router, the gap |L_τ − L_0| between the soft mixture at
     temperature τ and hard routing sits below paper B's bound with the measured α and C_m and
     falls at the rate τ^α.
 

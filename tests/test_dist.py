@@ -2,8 +2,8 @@
 
 On the smoke build: every file of the bundle is in its manifest with a checksum that verifies,
 the archive holds the same files, every part is there (both HTML editions, wheel, assignments,
-ledger, figures named by their numbers), autograders only in the full edition (a local build:
-the published site is the public copy, moe_book.classroom); a missing part is
+ledger, figures named by their numbers), autograders only in the teacher's assignments folder
+and in no HTML edition; a missing part is
 refused by name before anything is written, and a failure during assembly leaves the previous
 bundle, never half of one.  The PDFs are optional here (``make dist`` requires them).
 """
@@ -123,11 +123,11 @@ def test_required_parts_are_present(bundle, smoke_book, student_book):
         nb = json.loads((folder / "assignments" / name / f"{name}.ipynb").read_text())
         assert nb["metadata"]["otter"]["assignment_name"] == name
         assert (folder / "assignments" / name / f"{name}-autograder.zip").is_file()
-        # the full edition offers the autograders, the student edition never
-        assert (folder / "html" / "_static" / "downloads" / "assignments"
-                / f"{name}-autograder.zip").is_file()
-        assert (folder / "html-student" / "_static" / "downloads" / "assignments"
-                / f"{name}.ipynb").is_file()
+        # both editions offer the notebook to hand out, neither an autograder
+        for site in ("html", "html-student"):
+            assert (folder / site / "_static" / "downloads" / "assignments"
+                    / f"{name}.ipynb").is_file()
+    assert not [p for p in (folder / "html").rglob("*autograder*")]
     assert not [p for p in (folder / "html-student").rglob("*autograder*")]
     assert not [p for p in student_book.rglob("*autograder*")]
     teaching = (smoke_book / "teaching.html").read_text(encoding="utf-8")
@@ -288,3 +288,18 @@ def test_the_wheel_declares_the_licences_of_what_it_ships():
     # every shipped data file's licence text is in the wheel itself as well
     data = "moe_routing/knowledge/sources/data/"
     assert {f"{data}NOTICE.md", f"{data}LICENSE-LGPL-2.1.txt", f"{data}LICENSE-Unicode-3.0.txt"} <= names
+
+
+@pytest.mark.book
+def test_no_built_site_carries_an_autograder(bundle):
+    """A site is what gets copied, served or published: neither edition stages a hidden test,
+    the teacher's bundle keeps the autograders under assignments/ only."""
+    from moe_book.classroom import leaks
+
+    teacher, _ = bundle
+    for site in (ROOT / "build" / "smoke" / "_build" / "html", teacher / "html",
+                 teacher / "html-student"):
+        assert not list(site.rglob("*-autograder.zip")), site
+        assert leaks(site, ROOT / "assignments") == [], site
+    assert all(p.parent.parent.name == "assignments"
+               for p in teacher.rglob("*-autograder.zip"))

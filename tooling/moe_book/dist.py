@@ -6,7 +6,7 @@
 writes ``<out>/moe-routing-companion-<version>/`` and ``<out>/moe-routing-companion-<version>.tar.gz``
 (the same folder, packed), from the products of a finished build of profile P::
 
-    html/                 the book, full edition (the teacher's: solutions, autograders)
+    html/                 the book, full edition (the teacher's: solutions; no autograder)
     html-student/         the student edition (no solution, no autograder)
     pdf/                  moe-routing-companion.pdf and moe-routing-companion-student.pdf
     moe_routing-<version>-py3-none-any.whl     the library
@@ -22,9 +22,11 @@ writes ``<out>/moe-routing-companion-<version>/`` and ``<out>/moe-routing-compan
 
 Nothing is built here: every part comes from the build (``make dist`` runs ``pdf``, ``html`` and
 ``student`` first), and a missing part is refused, naming it and the command that makes it,
-before anything is written. The assignments and the wheel are taken from the full edition's
-downloads, so the bundle holds exactly what the book offers (and the wheel of ``dist/`` must be
-the one the book offers). The bundle is assembled in a temporary folder beside the target and
+before anything is written. The student notebooks and the wheel are taken from the full
+edition's downloads, so the bundle holds exactly what the book offers (and the wheel of
+``dist/`` must be the one the book offers); the autograder zips, which no site carries, from
+``build/assignments`` where they were built. The bundle is assembled in a temporary folder
+beside the target and
 renamed into place, the archive written to a temporary file and renamed: an interrupted or
 refused run leaves the previous bundle, or none, never half of one.
 """
@@ -149,9 +151,11 @@ def parts(project: Project, profile: str, *, pdf_optional: bool = False) -> Part
     from .assignments import available
 
     offered = html / "_static" / "downloads" / "assignments"
+    graders = root / "build" / "assignments"        # autograders never enter a site
     assignments = {}
     for name in available(root / "assignments"):
-        nb, zf = offered / f"{name}.ipynb", offered / f"{name}-autograder.zip"
+        nb = offered / f"{name}.ipynb"
+        zf = graders / name / "autograder" / f"{name}-autograder.zip"
         if (html / "index.html").is_file():            # else the HTML is reported missing
             missing += [f"{rel(p)} ({make_html})" for p in (nb, zf) if not p.is_file()]
         assignments[name] = (nb, zf)

@@ -713,9 +713,12 @@ def _without_teacher_only(text: str) -> str:
 
 def _stage_assignments(project: Project, dest: Path, wheel: Path, student: bool) -> set[Path]:
     """Offer the assignments for download under ``_static/downloads/assignments``: each
-    student notebook in both editions, each autograder zip (hidden tests) in the full edition
-    only. They are built by :mod:`moe_book.assignments` into ``build/assignments`` when missing
-    or when an input (source, wheel, pins) changed, so ``make html`` works from a fresh clone."""
+    student notebook, in both editions.  No autograder zip (hidden tests) is ever staged into
+    a site: a built site is what gets copied, served or published, so it must be safe to hand
+    out whatever its edition.  Teachers take the zips from ``build/assignments/<name>/
+    autograder/`` (and the teacher's bundle, :mod:`moe_book.dist`, from there).  The
+    assignments are built by :mod:`moe_book.assignments` when missing or when an input
+    (source, wheel, pins) changed, so ``make html`` works from a fresh clone."""
     from . import assignments
 
     sources = project.root / "assignments"
@@ -729,12 +732,10 @@ def _stage_assignments(project: Project, dest: Path, wheel: Path, student: bool)
         raise PipelineError(f"the assignments could not be built: {exc}") from exc
     dest.mkdir(parents=True, exist_ok=True)
     staged = set()
+    del student                     # both editions offer the same: the student notebooks
     for b in built:
-        for src, name in ((b.student, f"{b.name}.ipynb"), (b.zip, b.zip.name)):
-            if student and src == b.zip:
-                continue
-            _copy_if_changed(src, dest / name)
-            staged.add(dest / name)
+        _copy_if_changed(b.student, dest / f"{b.name}.ipynb")
+        staged.add(dest / f"{b.name}.ipynb")
     return staged
 
 
@@ -891,6 +892,18 @@ def stage(project: Project, profile: str, edition: str = "full") -> Path:
     toc = bookpages.staged_toc(project.book_dir / "_toc.yml", names)
     _write_if_changed(out / "_toc.yml", toc)
     wanted.add(out / "_toc.yml")
+    # Sphinx copies _static into the site but never deletes there: a download no longer
+    # offered (an autograder zip of an older build, a removed chapter's source) would stay
+    # in the built site.  Remove it from the site too.
+    site_dl = project.html_dir(profile, edition) / "_static" / "downloads"
+    offered = {f.relative_to(dl) for f in wanted if dl in f.parents}
+    if site_dl.is_dir():
+        for f in site_dl.rglob("*"):
+            if f.is_file() and f.relative_to(site_dl) not in offered:
+                f.unlink()
+    site = project.html_dir(profile, edition)      # and Sphinx's _downloads of older builds
+    for f in (site.rglob("*-autograder.zip") if site.is_dir() else ()):
+        f.unlink()
     for f in out.rglob("*"):  # stale files (a removed chapter) would break the toc check
         if (f.is_file() and f not in wanted and "_build" not in f.parts
                 and "__pycache__" not in f.parts):

@@ -98,7 +98,7 @@ from moe_routing.atomic import atomic_write_json
 from moe_routing.experiments import ExperimentConfig, accuracy_interval, convergence
 from moe_routing.experiments.task_routing import (EVAL_QUARTERS, code_fingerprint,
                                                   experiment_dataset)
-from moe_routing.model import (IGNORE_INDEX, MoEConfig, TrainConfig, TrainData, build_and_train,
+from moe_routing.model import (IGNORE_INDEX, TrainData, build_and_train,
                                collect_routing, exact_match, parameter_count)
 from moe_routing.runtime import git_commit
 from moe_routing.validation import choice, integer, require
@@ -303,23 +303,15 @@ def run_key(spec: dict) -> str:
 def train_run(spec: dict) -> dict:
     """Train and measure one run of ``spec`` (as ``run_experiment`` does, on rewritten ids)."""
     t0, c0 = time.perf_counter(), time.process_time()
-    cfg = ExperimentConfig(n_tasks=spec["n_tasks"], n_experts=spec["n_experts"],
-                           objective=spec["objective"], seed=spec["seed"],
-                           n_relations=spec["n_relations"], n_pairs=spec["n_pairs"],
-                           n_templates=spec["n_templates"], d_model=spec["d_model"],
-                           n_heads=spec["n_heads"], d_expert=spec["d_expert"],
-                           steps=spec["steps"], batch_size=spec["batch_size"], lr=spec["lr"])
+    cfg = ExperimentConfig.from_flat(**{k: spec[k] for k in (
+        "n_tasks", "n_experts", "objective", "seed", "n_relations", "n_pairs", "n_templates",
+        "d_model", "n_heads", "d_expert", "steps", "batch_size", "lr")})
     ds = experiment_dataset(cfg)
     tr, te, vocab, info = two_token_subjects(ds, spec["encoding"])
     data = tr.train_data()
-    mcfg = MoEConfig(vocab_size=vocab, max_len=data.inputs.shape[1], d_model=cfg.d_model,
-                     n_heads=cfg.n_heads, n_experts=cfg.n_experts, d_expert=cfg.d_expert,
-                     top_k=1, gate="switch")
-    tcfg = TrainConfig(objective="ce" if cfg.n_experts == 1 else cfg.objective, lr=cfg.lr,
-                       steps=cfg.steps, batch_size=cfg.batch_size,
-                       warmup_steps=cfg.warmup_steps, lb_alpha=cfg.lb_alpha,
-                       router_alpha=cfg.router_alpha, seed=cfg.seed, device="cpu",
-                       amp=cfg.amp, progress=False, log_every=10)
+    mcfg = cfg.model.config(vocab_size=vocab, max_len=data.inputs.shape[1], top_k=1,
+                            gate="switch")
+    tcfg = cfg.loop_config("cpu")
 
     def test_accuracy(m) -> dict:
         return {"accuracy": exact_match(m, te.tokens, te.object_pos, te.objects()).accuracy}

@@ -61,8 +61,8 @@ MODELS = [
 
 
 def configs(seeds) -> list[tuple[str, ExperimentConfig]]:
-    return [(label, ExperimentConfig(d_model=dm, n_experts=e, d_expert=de, n_pairs=n_pairs,
-                                     seed=s, **COMMON))
+    return [(label, ExperimentConfig.from_flat(d_model=dm, n_experts=e, d_expert=de,
+                                               n_pairs=n_pairs, seed=s, **COMMON))
             for label, dm, e, de, n_pairs in MODELS for s in seeds]
 
 

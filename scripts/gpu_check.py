@@ -123,14 +123,14 @@ def probe_plan(p: dict, quick: bool, device: str) -> list[tuple[str, dict, objec
         size.update({k: QUICK[k] for k in size if k in QUICK})
         tasks, experts = (QUICK["fewest_tasks"], QUICK["most_tasks"]), QUICK["experts"]
     plan = [("fewest tasks", dict(n_tasks=kmin, n_experts=emax, d_expert=p["d_expert"]),
-             ExperimentConfig(n_tasks=tasks[0], n_experts=experts, objective="ce+router",
+             ExperimentConfig.from_flat(n_tasks=tasks[0], n_experts=experts, objective="ce+router",
                               device=device, **size)),
             ("most tasks", dict(n_tasks=kmax, n_experts=emax, d_expert=p["d_expert"]),
-             ExperimentConfig(n_tasks=tasks[1], n_experts=experts, objective="ce+router",
+             ExperimentConfig.from_flat(n_tasks=tasks[1], n_experts=experts, objective="ce+router",
                               device=device, **size))]
     # the chapter always trains the dense reference
     plan.append(("dense", dict(n_tasks=kmax, n_experts=1, d_expert=p["d_expert"] * emax),
-                 ExperimentConfig(n_tasks=tasks[1], n_experts=1, objective="ce", device=device,
+                 ExperimentConfig.from_flat(n_tasks=tasks[1], n_experts=1, objective="ce", device=device,
                                   **{**size, "d_expert": size["d_expert"] * experts})))
     return plan
 

@@ -436,7 +436,7 @@ def test_gpu_name_reaches_the_provenance(tmp_path):
 
     name = torch.cuda.get_device_name()
     assert name and provenance("smoke", "cuda").device_name == name
-    cfg = ExperimentConfig(n_tasks=2, n_experts=2, objective="ce+lb", steps=8, n_relations=4,
+    cfg = ExperimentConfig.from_flat(n_tasks=2, n_experts=2, objective="ce+lb", steps=8, n_relations=4,
                            n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
                            batch_size=32, warmup_steps=2, device="cuda")
     res = run_experiment(cfg, tmp_path)

@@ -21,7 +21,8 @@ import pytest
 
 from moe_book import dist
 from moe_book.assignments import available
-from moe_book.pipeline import PipelineError, Project, _without_teacher_only
+from moe_book.pipeline import PipelineError, Project
+from moe_book.staging import _without_teacher_only
 from moe_routing.ledger import registry
 
 ROOT = Path(__file__).resolve().parents[1]

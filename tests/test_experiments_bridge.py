@@ -28,7 +28,7 @@ def run(tmp_path_factory):
     trained with the one torch thread of the tests (a module fixture runs before the
     per-test thread setting; the recomputation test retrains it under that setting)."""
     art = tmp_path_factory.mktemp("art")
-    cfg = ExperimentConfig(n_tasks=3, n_experts=3, objective="ce", steps=36, lr=1e-2, **TINY)
+    cfg = ExperimentConfig.from_flat(n_tasks=3, n_experts=3, objective="ce", steps=36, lr=1e-2, **TINY)
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -98,7 +98,7 @@ def test_collapsed_variant_reloads_as_measured(tmp_path):
     """The collapsed variant's routing is changed after training by a knock-out whose mode is
     not part of the state_dict: the weights file keeps it, so the reloaded model is the one
     that was measured (and the bridge refuses it: its dead experts have no finite logit)."""
-    cfg = ExperimentConfig(n_tasks=2, n_experts=3, objective="ce", steps=3,
+    cfg = ExperimentConfig.from_flat(n_tasks=2, n_experts=3, objective="ce", steps=3,
                            variant="collapsed", **TINY)
     res = run_experiment(cfg, tmp_path)
     model = load_model(cfg, tmp_path)

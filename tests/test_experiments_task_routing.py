@@ -17,23 +17,83 @@ TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_e
             batch_size=32, warmup_steps=2)
 
 
-@pytest.mark.parametrize("field,value,words", [
-    ("objective", "ce+zloss", "'ce', 'ce+lb', 'ce+router'"),
-    ("n_experts", 0, "≥ 1"),
-    ("n_tasks", 5, "n_relations=4"),
-    ("n_tasks", 0, "n_relations=4"),
-    ("d_model", 15, "divisible by n_heads=2"),
-    ("lr", 0.0, "> 0"),
-    ("steps", 0, "≥ 1"),
-    ("device", "tpu", "'auto', 'cpu', 'cuda'"),
-    ("lb_alpha", -0.1, "≥ 0"),
+@pytest.mark.parametrize("field,value,owner,words", [
+    ("objective", "ce+zloss", "ExperimentConfig", "'ce', 'ce+lb', 'ce+router'"),
+    ("n_experts", 0, "MoEConfig", "≥ 1"),
+    ("n_tasks", 5, "DataConfig", "n_relations=4"),
+    ("n_tasks", 0, "DataConfig", "n_relations=4"),
+    ("d_model", 15, "MoEShape", "divisible by n_heads=2"),
+    ("lr", 0.0, "TrainSchedule", "> 0"),
+    ("steps", 0, "TrainSchedule", "≥ 1"),
+    ("device", "tpu", "ExperimentConfig", "'auto', 'cpu', 'cuda'"),
+    ("lb_alpha", -0.1, "TrainSchedule", "≥ 0"),
+    ("n_layers", 2, "ExperimentConfig.model", "paper A's model"),
 ])
-def test_bad_config_names_field_and_range(field, value, words):
+def test_bad_config_names_field_and_range(field, value, owner, words):
+    # each field is validated once, by the part that owns it, and the error names that part
     kw = dict(n_tasks=2, n_experts=2, objective="ce", **TINY)
     kw[field] = value
     with pytest.raises(ValueError) as err:
-        ExperimentConfig(**kw)
-    assert f"ExperimentConfig.{field}" in str(err.value) and words in str(err.value)
+        ExperimentConfig.from_flat(**kw)
+    assert f"{owner}.{field}" in str(err.value) and words in str(err.value)
+
+
+def test_flat_knobs_map_onto_the_parts():
+    cfg = ExperimentConfig.from_flat(n_tasks=2, n_experts=3, objective="ce", steps=7, **TINY)
+    assert (cfg.data.n_tasks, cfg.model.n_experts, cfg.train.steps) == (2, 3, 7)
+    assert cfg.n_experts == cfg.model.n_experts and cfg.n_relations == cfg.data.n_relations
+    assert cfg.replace(n_experts=5, lr=0.5).model.n_experts == 5
+    assert cfg.replace(n_experts=5, lr=0.5).train.lr == 0.5
+    # the nested constructor and from_flat build the same run
+    nested = ExperimentConfig(data=cfg.data, model=cfg.model, train=cfg.train, objective="ce")
+    assert nested == cfg and nested.key() == cfg.key()
+    # the experiment's sizes, not the loop's defaults
+    plain = ExperimentConfig.from_flat(n_tasks=2, n_experts=3, objective="ce")
+    assert (plain.model.d_model, plain.train.steps, plain.train.batch_size) == (128, 4000, 256)
+    with pytest.raises(ValueError, match="from_flat.*'n_taks'"):
+        ExperimentConfig.from_flat(n_taks=2, n_experts=3, objective="ce")
+    with pytest.raises(ValueError, match="ExperimentConfig.train.epochs.*number of steps"):
+        cfg.replace(steps=None, epochs=3)
+    with pytest.raises(ValueError, match="replace.*'widths'"):
+        cfg.replace(widths=3)
+    with pytest.raises(AttributeError):
+        cfg.no_such_knob  # noqa: B018
+
+
+def test_the_loop_config_is_the_parts_of_the_run():
+    cfg = ExperimentConfig.from_flat(n_tasks=2, n_experts=1, objective="ce+router",
+                                     **{**TINY, "amp": False})
+    loop = cfg.loop_config("cpu")
+    assert isinstance(loop, TrainConfig) and loop.objective == "ce"   # one expert
+    assert (loop.steps, loop.batch_size, loop.lr, loop.warmup_steps, loop.amp, loop.seed) == (
+        4000, 32, 3e-3, 2, False, 0)
+    assert (loop.weight_decay, loop.grad_clip, loop.schedule) == (0.01, 1.0, "cosine")
+
+
+#: keys computed on the code before the configuration had parts, with the code fingerprint
+#: held at "f" * 16 (the fingerprint itself changes with every edit of TRAINING_CODE, by
+#: design: a run is reused only by the code that computed it)
+PINNED_KEYS = {
+    "e56faf7adca478e6": dict(n_tasks=10, n_experts=7, objective="ce+router"),
+    "f831f17615edb3b0": dict(n_tasks=2, n_experts=3, objective="ce+lb", seed=1, n_relations=4,
+                             n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=8,
+                             steps=30, batch_size=32, lr=1e-2, device="cpu", amp=False),
+    "943ca71295a012b3": dict(n_tasks=5, n_experts=1, objective="ce+router", d_expert=512),
+    "32973f556e376b1e": dict(n_tasks=10, n_experts=7, objective="ce+router",
+                             variant="shuffled_tasks"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(PINNED_KEYS))
+def test_cache_keys_of_unchanged_configurations_are_unchanged(key, monkeypatch):
+    monkeypatch.setattr(tr, "code_fingerprint", lambda: "f" * 16)
+    cfg = ExperimentConfig.from_flat(**PINNED_KEYS[key])
+    assert cfg.key() == key
+    assert list(cfg.as_dict())[:3] == ["n_tasks", "n_experts", "objective"]   # flat, in order
+    # a knob that joined a part later enters the key only when it is set
+    assert "weight_decay" not in cfg.as_dict()
+    assert cfg.replace(weight_decay=0.1).key() != key
+    assert cfg.replace(weight_decay=0.1).as_dict()["weight_decay"] == 0.1
 
 
 def test_grid_validates_before_training():
@@ -42,7 +102,7 @@ def test_grid_validates_before_training():
 
 
 def test_numpy_integers_accepted_and_keys():
-    a = ExperimentConfig(n_tasks=np.int64(2), n_experts=3, objective="ce", **TINY)
+    a = ExperimentConfig.from_flat(n_tasks=np.int64(2), n_experts=3, objective="ce", **TINY)
     assert isinstance(a.n_tasks, int)
     b = a.replace(objective="ce+router")
     assert a.key() != b.key()
@@ -53,7 +113,7 @@ def test_numpy_integers_accepted_and_keys():
 
 
 def test_task_selection_is_nested_and_seeded():
-    c = ExperimentConfig(n_tasks=2, n_experts=1, objective="ce", **TINY)
+    c = ExperimentConfig.from_flat(n_tasks=2, n_experts=1, objective="ce", **TINY)
     s2, s3 = tr.task_selection(c), tr.task_selection(c.replace(n_tasks=3))
     assert set(s2) <= set(s3) and len(s3) == 3
     others = {tuple(tr.task_selection(c.replace(task_seed=s))) for s in range(6)}
@@ -63,7 +123,7 @@ def test_task_selection_is_nested_and_seeded():
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     art = tmp_path_factory.mktemp("art")
-    cfg = ExperimentConfig(n_tasks=3, n_experts=3, objective="ce+router", steps=36, lr=1e-2,
+    cfg = ExperimentConfig.from_flat(n_tasks=3, n_experts=3, objective="ce+router", steps=36, lr=1e-2,
                            **TINY)
     return cfg, art, run_experiment(cfg, art)
 
@@ -114,7 +174,7 @@ def test_grid_cache_hit_does_not_retrain(tiny_run, tmp_path, monkeypatch):
 
 
 def test_one_expert_objectives_share_one_run(tmp_path):
-    base = ExperimentConfig(n_tasks=2, n_experts=1, objective="ce", steps=3, **TINY)
+    base = ExperimentConfig.from_flat(n_tasks=2, n_experts=1, objective="ce", steps=3, **TINY)
     cfgs = [base.replace(objective=o) for o in ("ce", "ce+lb", "ce+router")]
     out = run_grid(cfgs, tmp_path, progress=False)
     assert [r["cached"] for r in out] == [False, True, True]
@@ -125,7 +185,7 @@ def test_one_expert_objectives_share_one_run(tmp_path):
 
 def train_weights(n_experts: int, objective: str):
     """A real training run (no cache, no sharing): the flat weights and the CE history."""
-    cfg = ExperimentConfig(n_tasks=3, n_experts=n_experts, objective=objective, steps=30,
+    cfg = ExperimentConfig.from_flat(n_tasks=3, n_experts=n_experts, objective=objective, steps=30,
                            **TINY)
     ds = tr.experiment_dataset(cfg)
     split = ds.encode_split("train")
@@ -192,7 +252,7 @@ def test_convergence_measures_the_tail(tiny_run):
 def test_cache_key_depends_on_the_code(monkeypatch):
     """A result computed by other code must never be reused (content-addressed like the
     pipeline): the key changes with the package's code fingerprint."""
-    cfg = ExperimentConfig(n_tasks=2, n_experts=3, objective="ce", **TINY)
+    cfg = ExperimentConfig.from_flat(n_tasks=2, n_experts=3, objective="ce", **TINY)
     before = cfg.key()
     assert len(tr.code_fingerprint()) == 16
     monkeypatch.setattr(tr, "code_fingerprint", lambda: "0" * 16)
@@ -263,7 +323,7 @@ def test_damaged_cached_run_prefers_a_good_copy_elsewhere(tiny_run, tmp_path, mo
 
 
 def test_real_rerun_replaces_a_truncated_file_atomically(tmp_path, caplog):
-    cfg = ExperimentConfig(n_tasks=2, n_experts=2, objective="ce", steps=3, **TINY)
+    cfg = ExperimentConfig.from_flat(n_tasks=2, n_experts=2, objective="ce", steps=3, **TINY)
     path = result_path(cfg, tmp_path)
     path.parent.mkdir(parents=True)
     path.write_bytes(b'{"version": 1, "key": "')

@@ -19,7 +19,7 @@ BASE = dict(n_tasks=4, n_experts=3, objective="ce", n_relations=8, n_pairs=20)
 
 # ---- variants: refused where they mean nothing; keys of ordinary runs unchanged ------------
 def test_ordinary_runs_keep_their_keys_without_a_variant_field():
-    cfg = ExperimentConfig(**BASE)
+    cfg = ExperimentConfig.from_flat(**BASE)
     assert "variant" not in cfg.training_key()
     assert cfg.replace(variant="untrained").key() != cfg.key()
 
@@ -32,13 +32,13 @@ def test_ordinary_runs_keep_their_keys_without_a_variant_field():
 ])
 def test_variants_are_refused_where_they_mean_nothing(changes, match):
     with pytest.raises(ValueError, match=match):
-        ExperimentConfig(**{**BASE, **changes})
+        ExperimentConfig.from_flat(**{**BASE, **changes})
 
 
 def test_every_variant_is_accepted_where_it_means_something():
     for v in VARIANTS:
         obj = "ce+router" if v == "shuffled_tasks" else "ce"
-        assert ExperimentConfig(**{**BASE, "objective": obj, "variant": v}).variant == v
+        assert ExperimentConfig.from_flat(**{**BASE, "objective": obj, "variant": v}).variant == v
 
 
 # ---- the chapter's plan --------------------------------------------------------------------

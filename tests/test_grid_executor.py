@@ -28,7 +28,7 @@ TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_e
 GRID = grid_configs([2], [2, 3], ["ce", "ce+router"], **TINY)
 #: a configuration that passes every check but fails when it runs: the knowledge base has
 #: fewer relations than it asks for (found when its dataset is built, inside the run)
-FAILS = ExperimentConfig(n_tasks=2, n_experts=2, objective="ce", **{**TINY, "n_relations": 500})
+FAILS = ExperimentConfig.from_flat(n_tasks=2, n_experts=2, objective="ce", **{**TINY, "n_relations": 500})
 #: what may differ between two runs of one configuration: wall-clock measurements, whether it
 #: came from the cache, and the provenance (the working tree's commit is read at each run)
 NOT_RESULTS = ("wall_s", "train_s", "cached", "provenance")

@@ -41,6 +41,8 @@ def append(path: Path, text: str) -> None:
 @pytest.mark.parametrize("edit", [
     "tooling/moe_book/pages.py",          # a page template
     "tooling/moe_book/pipeline.py",       # the pipeline itself
+    "tooling/moe_book/staging.py",        # how the book's source is staged
+    "tooling/moe_book/execution.py",      # how one chapter is executed
     "tooling/moe_book/exercises.py",      # the exercise-index heuristic
     "src/moe_routing/claims.yaml",        # the wording of a claim
     "book/_config.yml",                   # the book's configuration

@@ -14,6 +14,7 @@ import pytest
 
 import mystnb
 
+from moe_book import execution, staging
 from moe_book import pipeline as pl
 
 NB = mystnb.chapter("""\
@@ -61,7 +62,7 @@ def project(tmp_path: Path) -> pl.Project:
 
 def run_all(project: pl.Project, profile="smoke", **kw) -> dict[str, dict]:
     params, device = pl.validate(project, profile, "cpu")
-    return {n: pl.run_notebook(project, n, profile, device, params[n], log=lambda *_: None, **kw)
+    return {n: execution.run_notebook(project, n, profile, device, params[n], log=lambda *_: None, **kw)
             for n in project.notebook_names()}
 
 
@@ -202,7 +203,9 @@ def test_cli_bad_input_is_one_line_and_touches_nothing(project):
     snapshot = {p: p.read_bytes() for p in project.build_dir("smoke").rglob("*") if p.is_file()}
     for args, msg in ((["run", "--profile", "smok"], "error: unknown PROFILE 'smok'"),
                       (["run", "--profile", "smoke", "--device", "gpu"],
-                       "error: unknown DEVICE 'gpu'")):
+                       "error: unknown DEVICE 'gpu'"),
+                      (["stage", "--profile", "smoke", "--edition", "teacher"],   # raised by
+                       "error: unknown edition 'teacher'")):                       # moe_book.staging
         res = cli(project, *args)
         assert res.returncode == 2
         assert res.stderr.strip().splitlines() == [res.stderr.strip()]
@@ -229,7 +232,7 @@ def test_stage_builds_toc_and_generated_pages(project):
               - file: generated/status
         """))
     run_all(project)
-    out = pl.stage(project, "smoke")
+    out = staging.stage(project, "smoke")
     toc = (out / "_toc.yml").read_text()
     assert "chapters/beta" in toc and "not_written_yet" not in toc
     ledger = (out / "generated" / "ledger.md").read_text()
@@ -247,7 +250,7 @@ def test_stage_builds_toc_and_generated_pages(project):
     assert "pip install" in staged.cells[0].source
     assert "remove-cell" in staged.cells[0].metadata["tags"]
     assert [c.cell_type for c in staged.cells[:2]] == ["code", "markdown"]
-    assert staged.cells[0].metadata["tags"] == pl.COLAB_CELL_TAGS and not staged.cells[0].outputs
+    assert staged.cells[0].metadata["tags"] == staging.COLAB_CELL_TAGS and not staged.cells[0].outputs
     assert staged.cells[1].metadata["tags"] == ["remove-cell", "install-note"]
     injected = next(c for c in staged.cells if "injected-parameters" in c.metadata.get("tags", []))
     assert "profile = 'smoke'" in injected.source and "n = 5" in injected.source
@@ -255,9 +258,10 @@ def test_stage_builds_toc_and_generated_pages(project):
     ns: dict = {}
     exec(injected.source, ns)                 # runs as plain Python, overriding the defaults
     assert (ns["profile"], ns["n"], ns["device"]) == ("smoke", 5, "auto")
-    mtime = (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns
-    pl.stage(project, "smoke")                                      # unchanged: not rewritten
-    assert (out / "chapters" / "alpha.ipynb").stat().st_mtime_ns == mtime
+    before = {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()}
+    assert out / "chapters" / "alpha.ipynb" in before and out / "_toc.yml" in before
+    staging.stage(project, "smoke")              # unchanged: no file rewritten, Sphinx reads none
+    assert {f: f.stat().st_mtime_ns for f in out.rglob("*") if f.is_file()} == before
 
 
 def test_status_page_names_the_paper_runs_once_there_are_some(project):
@@ -394,14 +398,14 @@ def test_the_colab_cell_installs_the_books_commit_on_colab_and_nothing_elsewhere
     (root / "pyproject.toml").write_text("[project]\nname = 'moe_routing'\n")
     sha = _git_repo(root)
     home = parse("https://github.com/owner/book")
-    requirement = pl.colab_requirement(root, home)
+    requirement = staging.colab_requirement(root, home)
     assert requirement == f"moe_routing[notebooks] @ git+https://github.com/owner/book@{sha}"
     nb = _executed()
-    pl.reader_notebook(nb, "alpha", "default", home, requirement)
+    staging.reader_notebook(nb, "alpha", "default", home, requirement)
     cell, note = nb.cells[:2]
     assert cell.cell_type == "code" and cell.metadata["tags"] == ["remove-cell", "colab-install"]
     assert "install-note" in note.metadata["tags"] and "cell above installs it" in note.source
-    pl.reader_notebook(nb, "alpha", "default", home, requirement)     # staged again: unchanged
+    staging.reader_notebook(nb, "alpha", "default", home, requirement)     # staged again: unchanged
     assert len(nb.cells) == 3
 
     assert run_colab_cell(cell.source, monkeypatch, colab=False) == []          # a no-op
@@ -428,15 +432,15 @@ def test_the_colab_cell_falls_back_to_the_books_wheel(tmp_path, monkeypatch):
     _git_repo(root)
     (root / "src" / "mod.py").write_text("X = 2\n")
     home = parse("https://github.com/Owner/book")
-    assert pl.colab_requirement(root, home) == \
+    assert staging.colab_requirement(root, home) == \
         f"moe_routing[notebooks] @ https://owner.github.io/book/_static/downloads/{wheel}"
-    assert pl.colab_requirement(tmp_path / "not-a-repo", home).endswith(f"/_static/downloads/{wheel}")
+    assert staging.colab_requirement(tmp_path / "not-a-repo", home).endswith(f"/_static/downloads/{wheel}")
     monkeypatch.setenv("GITHUB_SHA", "a" * 40)              # a CI checkout git cannot read
-    assert pl.colab_requirement(tmp_path / "not-a-repo", home) == \
+    assert staging.colab_requirement(tmp_path / "not-a-repo", home) == \
         f"moe_routing[notebooks] @ git+https://github.com/Owner/book@{'a' * 40}"
 
     nb = _executed()
-    pl.reader_notebook(nb, "alpha", "default", None, pl.colab_requirement(root, None))
+    staging.reader_notebook(nb, "alpha", "default", None, staging.colab_requirement(root, None))
     source = nb.cells[0].source
     assert run_colab_cell(source, monkeypatch, colab=False) == []
     monkeypatch.chdir(tmp_path)
@@ -463,7 +467,7 @@ def test_stage_offers_the_built_pdfs_and_the_version_in_the_footer(project):
     real = Path(__file__).resolve().parents[1]
     (project.root / "CITATION.cff").write_text((real / "CITATION.cff").read_text())
     (project.book_dir / "references.bib").write_text((real / "book" / "references.bib").read_text())
-    out = pl.stage(project, "smoke")
+    out = staging.stage(project, "smoke")
     cfg = yaml.safe_load((out / "_config.yml").read_text())
     assert cfg["html"]["extra_footer"] == f"<p>Version {__version__}</p>"
     assert "make pdf" in cfg["parse"]["myst_substitutions"]["pdf_editions"]
@@ -473,14 +477,14 @@ def test_stage_offers_the_built_pdfs_and_the_version_in_the_footer(project):
         pdf_path(project, "smoke", edition).write_bytes(b"%PDF-1.4 " + edition.encode())
     full, student = (pdf_path(project, "smoke", e).name for e in ("full", "student"))
     for edition, offered in (("full", {full, student}), ("student", {student})):
-        out = pl.stage(project, "smoke", edition)
+        out = staging.stage(project, "smoke", edition)
         assert {p.name for p in (out / "_static" / "downloads").glob("*.pdf")} == offered
         text = yaml.safe_load((out / "_config.yml").read_text())["parse"]["myst_substitutions"][
             "pdf_editions"]
         assert all(f"/_static/downloads/{n}>" in text for n in offered)
         assert (full in text) == (edition == "full"), text
     pdf_path(project, "smoke", "full").unlink()              # gone from the build: gone here
-    out = pl.stage(project, "smoke")
+    out = staging.stage(project, "smoke")
     assert {p.name for p in (out / "_static" / "downloads").glob("*.pdf")} == {student}
 
 

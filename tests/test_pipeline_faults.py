@@ -17,6 +17,7 @@ import pytest
 
 import mystnb
 
+from moe_book import execution, staging
 from moe_book import pipeline as pl
 from moe_routing import atomic
 
@@ -67,7 +68,7 @@ def set_params(project: pl.Project, profile="smoke", **params) -> None:
 def run(project, **kw) -> dict:
     params, device = pl.validate(project, "smoke", "cpu")
     messages: list[str] = []
-    rec = pl.run_notebook(project, "slow", "smoke", device, params["slow"], log=messages.append,
+    rec = execution.run_notebook(project, "slow", "smoke", device, params["slow"], log=messages.append,
                           **kw)
     rec["messages"] = messages
     return rec
@@ -176,7 +177,7 @@ def test_staging_refuses_a_corrupted_notebook(project):
     assert run(project)["status"] == "ok"
     exe = project.build_dir("smoke") / "executed" / "slow.ipynb"
     exe.write_bytes(exe.read_bytes()[:100])
-    out = pl.stage(project, "smoke")
+    out = staging.stage(project, "smoke")
     page = (out / "chapters" / "slow.ipynb").read_text()
     assert "do not verify" in page and "make execute" in page
 

@@ -456,29 +456,37 @@ array("collect_routing", "task_ids", lambda v: collect_routing(model(), tokens()
       split().task.float(), split().task[:2])
 
 # experiments
+# each field is refused by the part of the nested config that owns it
+_PART = {**dict.fromkeys(("lr", "lb_alpha", "router_alpha", "steps", "batch_size",
+                          "warmup_steps"), "TrainSchedule"),
+         **dict.fromkeys(("n_tasks", "n_relations", "n_pairs", "n_templates", "data_seed",
+                          "task_seed"), "DataConfig"),
+         **dict.fromkeys(("n_experts", "d_model", "n_heads", "d_expert"), "MoEConfig"),
+         "seed": "ExperimentConfig"}
 for _name in ("lr", "lb_alpha", "router_alpha"):
-    number("ExperimentConfig", f"ExperimentConfig.{_name}",
-           lambda v, n=_name: ExperimentConfig(**{**EXP, n: v}), 1e-4, 1.0)
+    number("ExperimentConfig", f"{_PART[_name]}.{_name}",
+           lambda v, n=_name: ExperimentConfig.from_flat(**{**EXP, n: v}), 1e-4, 1.0)
 for _name, _lo in (("n_tasks", 1), ("n_experts", 1), ("seed", 0), ("n_relations", 4),
                    ("n_pairs", 2), ("n_templates", 1), ("data_seed", 0), ("task_seed", 0),
                    ("d_model", 1), ("n_heads", 1), ("d_expert", 1), ("steps", 1),
                    ("batch_size", 1), ("warmup_steps", 0)):
-    integer("ExperimentConfig", f"ExperimentConfig.{_name}",
-            lambda v, n=_name: ExperimentConfig(**{**EXP, "d_model": 16, "n_heads": 1,
-                                                   n: v}), _lo, _lo + 1 if _lo < 4 else 5)
+    integer("ExperimentConfig", f"{_PART[_name]}.{_name}",
+            lambda v, n=_name: ExperimentConfig.from_flat(**{**EXP, "d_model": 16,
+                                                             "n_heads": 1, n: v}),
+            _lo, _lo + 1 if _lo < 4 else 5)
 other("ExperimentConfig", "ExperimentConfig.objective",
-      lambda v: ExperimentConfig(**{**EXP, "objective": v}))
+      lambda v: ExperimentConfig.from_flat(**{**EXP, "objective": v}))
 other("ExperimentConfig", "ExperimentConfig.device",
-      lambda v: ExperimentConfig(**{**EXP, "device": v}))
-other("ExperimentConfig", "ExperimentConfig.amp", lambda v: ExperimentConfig(**{**EXP, "amp": v}))
+      lambda v: ExperimentConfig.from_flat(**{**EXP, "device": v}))
+other("ExperimentConfig", "ExperimentConfig.amp", lambda v: ExperimentConfig.from_flat(**{**EXP, "amp": v}))
 array("grid_configs", "n_tasks", lambda v: grid_configs(v, [2], **{
     k: x for k, x in EXP.items() if k not in ("n_tasks", "n_experts", "objective")}), [], 2)
 other("run_experiment", "cfg", lambda v: run_experiment(v))
-other("run_experiment", "profile", lambda v: run_experiment(ExperimentConfig(**EXP), profile=v))
+other("run_experiment", "profile", lambda v: run_experiment(ExperimentConfig.from_flat(**EXP), profile=v))
 other("run_grid", "configs[0]", lambda v: run_grid([v], None, progress=False))
 other("run_grid", "profile",
-      lambda v: run_grid([ExperimentConfig(**EXP)], None, profile=v, progress=False))
-other("result_path", "artifacts_dir", lambda v: result_path(ExperimentConfig(**EXP), v))
+      lambda v: run_grid([ExperimentConfig.from_flat(**EXP)], None, profile=v, progress=False))
+other("result_path", "artifacts_dir", lambda v: result_path(ExperimentConfig.from_flat(**EXP), v))
 other("load_result", "cfg", lambda v: load_result(v, folder()))
 array("results_frame", "results", lambda v: results_frame(v), [])
 other("task_selection", "cfg", lambda v: task_selection(v))

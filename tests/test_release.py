@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from moe_book import dist
-from moe_book import pipeline as pl
+from moe_book import staging
 from moe_book.home import parse
 from moe_book.pdf import NAME as PDF_NAME
 
@@ -145,7 +145,7 @@ def test_a_tag_or_a_file_that_disagrees_is_refused_naming_it(tmp_path):
 def test_the_footer_states_the_version_and_the_introduction_links_the_pdfs():
     cfg = yaml.safe_load((ROOT / "book" / "_config.yml").read_text(encoding="utf-8"))
     assert "{version}" in cfg["html"]["extra_footer"]
-    staged = pl.versioned_config(cfg, "the PDFs")
+    staged = staging.versioned_config(cfg, "the PDFs")
     assert f"Version {dist.version(ROOT)} " in staged["html"]["extra_footer"]
     assert "{version}" not in staged["html"]["extra_footer"] and "{version}" in cfg["html"]["extra_footer"]
     assert staged["parse"]["myst_substitutions"]["pdf_editions"] == "the PDFs"
@@ -155,11 +155,11 @@ def test_the_footer_states_the_version_and_the_introduction_links_the_pdfs():
 
 def test_the_pdf_sentence_never_offers_the_solutions_to_students():
     full, student = Path(f"{PDF_NAME}.pdf"), Path(f"{PDF_NAME}-student.pdf")
-    text = pl.pdf_editions_text([full, student])
+    text = staging.pdf_editions_text([full, student])
     assert f"</_static/downloads/{full.name}>" in text and f"/{student.name}>" in text
-    assert full.name not in pl.pdf_editions_text([student], student=True)
+    assert full.name not in staging.pdf_editions_text([student], student=True)
     home = parse("https://github.com/owner/book")
-    online = pl.pdf_editions_text([], home)
+    online = staging.pdf_editions_text([], home)
     assert f"https://github.com/owner/book/releases/latest/download/{full.name}" in online
-    assert f"/{full.name})" not in pl.pdf_editions_text([], home, student=True)
-    assert "make pdf" in pl.pdf_editions_text([])
+    assert f"/{full.name})" not in staging.pdf_editions_text([], home, student=True)
+    assert "make pdf" in staging.pdf_editions_text([])

@@ -24,7 +24,7 @@ BASE = dict(n_tasks=4, n_experts=3, n_relations=8, n_pairs=20, d_model=32, d_exp
 @pytest.fixture(scope="module")
 def runs():
     torch.set_num_threads(1)
-    fig2 = [ExperimentConfig(objective=o, **BASE) for o in ("ce", "ce+lb", "ce+router")]
+    fig2 = [ExperimentConfig.from_flat(objective=o, **BASE) for o in ("ce", "ce+lb", "ce+router")]
     broken = broken_configs(fig2)
     dense = fig2[0].replace(n_experts=1, d_expert=BASE["d_expert"] * BASE["n_experts"])
     one = fig2[0].replace(n_experts=1)

@@ -267,9 +267,11 @@ def not_executed_notebook(name: str, state: dict | None) -> str:
     why = f"Its last attempt failed: `{state['error']}`." if state and state.get("error") else \
         "It has not been executed yet."
     nb = nbformat.v4.new_notebook()
+    # A fixed cell id: nbformat draws a random one, which would make every staging rewrite the
+    # page and every no-op build re-read it.
     nb.cells.append(nbformat.v4.new_markdown_cell(
         f"# {name}\n\nThis chapter has no executed output in this build. {why} "
-        "See the execution status page."))
+        "See the execution status page.", id="not-executed"))
     return nbformat.writes(nb)
 
 

@@ -14,7 +14,7 @@ the readers see reuses the one renderer the book is already checked with (tests/
 
 Steps, for one edition of profile P (work files under ``build/P/pdf/<edition>/``):
 
-1. stage the edition's sources (:func:`moe_book.pipeline.stage`) and build them with the
+1. stage the edition's sources (:func:`moe_book.staging.stage`) and build them with the
    ``singlehtml`` builder. The build reads a copy of the staged ``_config.yml`` that adds this
    module as a Sphinx extension (:func:`setup`): ``sphinx-proof`` and ``sphinx-exercise``
    register node handlers for ``singlehtml``, which hides every handler registered for
@@ -56,7 +56,8 @@ import yaml
 
 from moe_routing.atomic import atomic_write_bytes, atomic_write_text
 
-from .pipeline import EDITIONS, PipelineError, Project, find_root, stage
+from .pipeline import PipelineError, Project, find_root
+from .staging import EDITIONS, stage
 
 # Where a Chromium is looked for (:func:`find_chromium`), in this order.
 CHROMIUM_ENV = "CHROMIUM"

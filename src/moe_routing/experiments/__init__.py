@@ -19,13 +19,13 @@ from .accuracy import AccuracyInterval, accuracy_interval
 from .bridge import (BoundCheck, RouterBoundaryMass, RouterMargins, SoftHard, bound_check,
                      boundary_mass_of_router, margin_tail_constant, router_margins,
                      soft_vs_hard)
-from .task_routing import (ExperimentConfig, convergence, grid_configs, load_result,
+from .task_routing import (DataConfig, ExperimentConfig, convergence, grid_configs, load_result,
                            load_model, result_path, results_frame, run_experiment, run_grid,
                            weights_path)
 from .two_hop import (TwoHopConfig, run_two_hop, run_two_hop_grid, two_hop_cells,
                       two_hop_frame, two_hop_grid)
 
-__all__ = ["AccuracyInterval", "BoundCheck", "ExperimentConfig", "GridError",
+__all__ = ["AccuracyInterval", "BoundCheck", "DataConfig", "ExperimentConfig", "GridError",
            "RouterBoundaryMass", "RouterMargins", "SoftHard", "accuracy_interval",
            "bound_check", "boundary_mass_of_router", "load_model", "margin_tail_constant",
            "router_margins", "soft_vs_hard", "weights_path",

@@ -34,11 +34,11 @@ class TrainingPlan:
 
     @property
     def n_tasks_max(self) -> int:
-        return max(c.n_tasks for c in self.grid)
+        return max(c.data.n_tasks for c in self.grid)
 
     @property
     def n_experts_max(self) -> int:
-        return max(c.n_experts for c in self.grid)
+        return max(c.model.n_experts for c in self.grid)
 
     def configs(self) -> list[ExperimentConfig]:
         return [*self.fig2, *self.grid, *self.dense, *self.broken.values()]
@@ -62,14 +62,17 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
     common = dict(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
                   d_model=d_model, n_heads=n_heads, d_expert=d_expert, steps=steps,
                   batch_size=batch_size, lr=lr, device=device)
-    fig2 = tuple(ExperimentConfig(n_tasks=fig2_tasks, n_experts=fig2_experts, objective=o,
-                                  seed=seeds[0], **common) for o in OBJECTIVES)
+    fig2 = tuple(ExperimentConfig.from_flat(n_tasks=fig2_tasks, n_experts=fig2_experts,
+                                            objective=o, seed=seeds[0], **common)
+                 for o in OBJECTIVES)
     grid = tuple(grid_configs(grid_tasks, grid_experts, OBJECTIVES, seeds, **common))
-    require(any(c.n_experts > 1 for c in grid), "grid_experts", grid_experts,
+    require(any(c.model.n_experts > 1 for c in grid), "grid_experts", grid_experts,
             "at least one number of experts > 1")
-    k_max, e_max = max(c.n_tasks for c in grid), max(c.n_experts for c in grid)
-    dense = tuple(ExperimentConfig(n_tasks=k_max, n_experts=1, objective="ce", seed=s,
-                                   **{**common, "d_expert": d_expert * e_max}) for s in seeds)
+    k_max = max(c.data.n_tasks for c in grid)
+    e_max = max(c.model.n_experts for c in grid)
+    dense = tuple(ExperimentConfig.from_flat(n_tasks=k_max, n_experts=1, objective="ce", seed=s,
+                                             **{**common, "d_expert": d_expert * e_max})
+                  for s in seeds)
     broken = broken_configs(list(fig2)) if flag("rule_power", rule_power) else {}
     return TrainingPlan(fig2=fig2, grid=grid, dense=dense, broken=broken)
 

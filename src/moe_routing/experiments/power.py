@@ -66,15 +66,16 @@ def broken_configs(fig2: Sequence[ExperimentConfig]) -> dict[str, ExperimentConf
     require({"ce", "ce+router"} <= set(by_obj), "fig2", sorted(by_obj),
             "configurations with objectives 'ce' and 'ce+router'")
     ce, rt = by_obj["ce"], by_obj["ce+router"]
-    require(ce.n_experts > 1, "fig2 n_experts", ce.n_experts, "more than one expert")
+    require(ce.model.n_experts > 1, "fig2 n_experts", ce.model.n_experts,
+            "more than one expert")
     return {
         "constant router": ce.replace(variant="constant_router"),
         "collapsed routing": ce.replace(variant="collapsed"),
         "shuffled task labels": rt.replace(variant="shuffled_tasks"),
         "dense, fewer active parameters": ce.replace(n_experts=1,
-                                                     d_expert=max(1, ce.d_expert // 4)),
+                                                     d_expert=max(1, ce.model.d_expert // 4)),
         "untrained": ce.replace(variant="untrained"),
-        "stopped early": ce.replace(steps=max(8, ce.steps // 10)),
+        "stopped early": ce.replace(steps=max(8, ce.train.steps // 10)),
     }
 
 

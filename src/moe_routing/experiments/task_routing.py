@@ -81,17 +81,19 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import ClassVar, Iterable, Sequence
 
 import numpy as np
 
 from ..atomic import _jsonable, atomic_write_json
-from ..validation import (choice, fail, flag, integer, number, positive, require, sequence,
+from ..validation import (choice, fail, flag, integer, number, require, sequence,
                           sequence_of)
+from ..model.config import MoEShape
 from ..model.losses import OBJECTIVES
+from ..model.train import TrainSchedule
 from ..runtime import DEVICES, PROFILES
 
 log = logging.getLogger(__name__)
@@ -115,88 +117,224 @@ EVAL_QUARTERS = 4
 VARIANTS = ("none", "constant_router", "collapsed", "shuffled_tasks", "untrained")
 
 
-@dataclass(frozen=True)
-class ExperimentConfig:
-    """One training run of paper A's experiments.  Sizes are ours (the paper gives none).
+class NestedConfig:
+    """What :class:`ExperimentConfig` and the two-hop experiment's configuration share: parts
+    (``_PARTS``: name -> class) plus the run's own fields, read and changed by field name.
 
-    Data: ``n_relations`` relations of the knowledge base (the pool the tasks are drawn from),
-    ``n_pairs`` (subject, object) pairs and ``n_templates`` templates per relation, split seed
-    ``data_seed``; ``n_tasks`` of them chosen with ``task_seed``.
-    Model: ``d_model``, ``n_heads``, ``d_expert`` (width of each expert), ``n_experts``, top-1
-    Switch gate.  Training: ``steps`` optimiser steps of ``batch_size`` sentences (the same
-    budget whatever ``n_tasks`` is), AdamW at ``lr`` (cosine schedule of the training loop),
-    ``seed`` (initialisation and data order), ``lb_alpha`` and ``router_alpha`` the loss
-    weights, ``device`` and ``amp`` (bfloat16 autocast on CUDA).  ``variant``: one of
-    :data:`VARIANTS` (``none`` for every run of the grid; the others break the run on purpose).
+    ``cfg.n_experts`` reads ``cfg.model.n_experts`` (a part's field read through: the chapters
+    and the measurement code name a run's knobs, not where they live); :meth:`replace` and
+    :meth:`from_flat` take parts or any part's field by name (the names are distinct across
+    the parts).  ``_DEFAULTS``: the experiment's own values of some part fields (its sizes,
+    its budget), where they differ from the part's class defaults.
     """
 
+    _PARTS: ClassVar[dict[str, type]] = {}
+    _DEFAULTS: ClassVar[dict[str, dict]] = {}
+
+    @classmethod
+    def _owners(cls) -> dict[str, str]:
+        """field name -> the part that holds it"""
+        return {f.name: part for part, kind in cls._PARTS.items() for f in fields(kind)}
+
+    @classmethod
+    def _own(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name not in cls._PARTS)
+
+    @classmethod
+    def _part(cls, part: str, **values):
+        """A part with the experiment's defaults and ``values`` (fields of that part)."""
+        return cls._PARTS[part](**{**cls._DEFAULTS.get(part, {}), **values})
+
+    @classmethod
+    def from_flat(cls, **knobs):
+        """The configuration of flat knobs: each part from the experiment's defaults and the
+        knobs that are its fields, the rest the run's own fields."""
+        owners, own = cls._owners(), cls._own()
+        unknown = sorted(k for k in knobs if k not in owners and k not in own)
+        require(not unknown, f"{cls.__name__}.from_flat", unknown,
+                "fields of " + ", ".join(k.__name__ for k in cls._PARTS.values())
+                + f" or {cls.__name__}: " + ", ".join([*own, *owners]))
+        parts = {part: cls._part(part, **{k: v for k, v in knobs.items() if owners.get(k) == part})
+                 for part in cls._PARTS}
+        return cls(**parts, **{k: v for k, v in knobs.items() if k in own})
+
+    def replace(self, **changes):
+        """A copy with parts (``model=…``), fields of any part (``n_experts=…``) or the run's
+        own fields changed."""
+        owners, own = type(self)._owners(), type(self)._own()
+        unknown = sorted(k for k in changes
+                         if k not in owners and k not in own and k not in self._PARTS)
+        require(not unknown, f"{type(self).__name__}.replace", unknown,
+                "parts, or fields of " + ", ".join(k.__name__ for k in self._PARTS.values())
+                + f" or {type(self).__name__}")
+        parts = {p: changes.pop(p) for p in list(changes) if p in self._PARTS}
+        for part in self._PARTS:
+            mine = {k: changes.pop(k) for k in list(changes) if owners.get(k) == part}
+            if mine:
+                parts[part] = replace(parts.get(part, getattr(self, part)), **mine)
+        return replace(self, **parts, **changes)
+
+    def __getattr__(self, name):
+        # only reached when ordinary lookup fails (never for the fields themselves); a name of
+        # no part is an AttributeError as usual (pickle and copy probe for such names)
+        part = type(self)._owners().get(name)
+        if part is None or part not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(self.__dict__[part], name)
+
+    def _check_parts(self) -> None:
+        for part, kind in self._PARTS.items():
+            value = getattr(self, part)
+            require(isinstance(value, kind), f"{type(self).__name__}.{part}",
+                    type(value).__name__, f"a {kind.__name__}")
+
+    def _check_run(self) -> None:
+        """The run's own fields (objective, seed, device, amp), stored as Python values."""
+        name = type(self).__name__
+        choice(f"{name}.objective", self.objective, OBJECTIVES)
+        object.__setattr__(self, "seed", integer(f"{name}.seed", self.seed, low=0))
+        choice(f"{name}.device", self.device, DEVICES)
+        object.__setattr__(self, "amp", flag(f"{name}.amp", self.amp))
+        require(self.train.epochs is None, f"{name}.train.epochs", self.train.epochs,
+                "None: the budget is a number of steps (the same for every run of a grid)")
+
+    def _values(self) -> dict:
+        """Every field by its name: the parts' fields and the run's own."""
+        out = {}
+        for part in self._PARTS:
+            out.update(asdict(getattr(self, part)))
+        out.update({k: getattr(self, k) for k in self._own()})
+        return out
+
+    def _later(self, listed) -> dict:
+        """The fields not in ``listed`` (the mapping the cache keys were first computed from)
+        whose value is not their part's default: a field that joined a part later enters a
+        key only when it is set, so every earlier run keeps its key."""
+        defaults = {f.name: f.default for kind in self._PARTS.values() for f in fields(kind)}
+        return {k: v for k, v in self._values().items()
+                if k not in listed and k in defaults and v != defaults[k]}
+
+    def loop_config(self, device: str, progress: bool = False):
+        """The training loop's :class:`~moe_routing.model.TrainConfig` of the run on the
+        resolved ``device`` (``ce`` with one expert: the three objectives coincide)."""
+        from ..model import TrainConfig
+
+        return TrainConfig(**asdict(self.train),
+                           objective="ce" if self.model.n_experts == 1 else self.objective,
+                           seed=self.seed, device=device, amp=self.amp, progress=progress,
+                           log_every=10)
+
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The data of a run: ``n_relations`` relations of the knowledge base (the pool the tasks
+    are drawn from), ``n_pairs`` (subject, object) pairs and ``n_templates`` templates per
+    relation, split seed ``data_seed``; ``n_tasks`` of them chosen with ``task_seed``."""
+
     n_tasks: int
-    n_experts: int
-    objective: str
-    seed: int = 0
     n_relations: int = 50
     n_pairs: int = 200
     n_templates: int = 5
     data_seed: int = 0
     task_seed: int = 0
-    d_model: int = 128
-    n_heads: int = 4
-    d_expert: int = 128
-    steps: int = 4000
-    batch_size: int = 256
-    lr: float = 3e-3
-    warmup_steps: int = 20
-    lb_alpha: float = 0.01
-    router_alpha: float = 1.0
+
+    def __post_init__(self) -> None:
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        put("n_relations", integer("DataConfig.n_relations", self.n_relations, low=1))
+        put("n_tasks", integer("DataConfig.n_tasks", self.n_tasks))
+        require(1 <= self.n_tasks <= self.n_relations, "DataConfig.n_tasks", self.n_tasks,
+                f"an integer in [1, n_relations={self.n_relations}]")
+        put("n_pairs", integer("DataConfig.n_pairs", self.n_pairs, low=2))
+        put("n_templates", integer("DataConfig.n_templates", self.n_templates, low=1, high=5))
+        for name in ("data_seed", "task_seed"):
+            put(name, integer(f"DataConfig.{name}", getattr(self, name), low=0))
+
+
+#: the flat mapping the cache keys of result version 3 were computed from, in its order: a
+#: configuration that sets nothing else keeps the key it had before the configuration nested
+KEY_FIELDS = ("n_tasks", "n_experts", "objective", "seed", "n_relations", "n_pairs",
+              "n_templates", "data_seed", "task_seed", "d_model", "n_heads", "d_expert",
+              "steps", "batch_size", "lr", "warmup_steps", "lb_alpha", "router_alpha",
+              "device", "amp", "variant")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig(NestedConfig):
+    """One training run of paper A's experiments, in parts.  Sizes are ours (the paper gives
+    none).
+
+    ``data`` (:class:`DataConfig`): the knowledge base's relations and the run's tasks.
+    ``model`` (:class:`~moe_routing.model.MoEShape`): ``n_experts``, ``d_model``, ``n_heads``,
+    ``d_expert`` (one layer, top-1 Switch gate: the MoEConfig of the run is this shape with
+    the dataset's vocabulary and length).  ``train``
+    (:class:`~moe_routing.model.TrainSchedule`): ``steps`` optimiser steps of ``batch_size``
+    sentences (the same budget whatever ``n_tasks`` is), AdamW at ``lr`` (cosine schedule),
+    the loss weights ``lb_alpha`` and ``router_alpha``.  The run's own fields: ``objective``,
+    ``seed`` (initialisation and data order), ``device`` and ``amp`` (bfloat16 autocast on
+    CUDA) -- they are the run's, not the loop's, because the one-expert runs share one
+    objective and the device is resolved where the run trains (:meth:`loop_config`) --
+    and ``variant``: one of :data:`VARIANTS` (``none`` for every run of the grid; the others
+    break the run on purpose).  Each field is validated once, by the part that owns it, and
+    the errors name that part (``DataConfig.n_tasks``, ``MoEConfig.n_experts``,
+    ``TrainSchedule.lr``, ``ExperimentConfig.objective``).
+
+    Built from flat knobs with :meth:`from_flat` (``ExperimentConfig.from_flat(n_tasks=10,
+    n_experts=7, objective="ce")``): the chapters' parameters and profiles are flat, one knob
+    a line, and a grid varies knobs of several parts at once, so one classmethod maps them
+    onto the parts, starting from the experiment's sizes (:attr:`_DEFAULTS`); a part passed
+    whole to the constructor is taken as it is.  ``cfg.n_experts`` reads
+    ``cfg.model.n_experts`` and :meth:`replace` takes any part's field by name.
+    :meth:`as_dict` is the flat mapping: what a result's ``config`` holds and what the cache
+    key hashes, the same as before the configuration had parts.
+    """
+
+    data: DataConfig
+    model: MoEShape
+    objective: str
+    train: TrainSchedule = field(
+        default_factory=lambda: TrainSchedule(**ExperimentConfig._DEFAULTS["train"]))
+    seed: int = 0
     device: str = "cpu"
     amp: bool = True
     variant: str = "none"
 
+    _PARTS: ClassVar[dict[str, type]] = {"data": DataConfig, "model": MoEShape,
+                                         "train": TrainSchedule}
+    _DEFAULTS: ClassVar[dict[str, dict]] = {
+        "model": dict(d_model=128, n_heads=4, d_expert=128),
+        "train": dict(steps=4000, batch_size=256, lr=3e-3, warmup_steps=20, lb_alpha=0.01,
+                      router_alpha=1.0)}
+
     def __post_init__(self) -> None:
-        # Every field is checked here, so a grid fails before anything is trained; NumPy
-        # scalars are stored as Python values (the config is hashed and written as JSON).
-        def put(name, value):
-            object.__setattr__(self, name, value)
-
-        def field(name):
-            return f"ExperimentConfig.{name}"
-
-        choice(field("objective"), self.objective, OBJECTIVES)
-        for name in ("n_relations", "n_experts", "n_heads", "d_expert", "steps",
-                     "batch_size"):
-            put(name, integer(field(name), getattr(self, name), low=1))
-        put("n_tasks", integer(field("n_tasks"), self.n_tasks))
-        require(1 <= self.n_tasks <= self.n_relations, field("n_tasks"), self.n_tasks,
-                f"an integer in [1, n_relations={self.n_relations}]")
-        put("n_pairs", integer(field("n_pairs"), self.n_pairs, low=2))
-        put("n_templates", integer(field("n_templates"), self.n_templates, low=1, high=5))
-        for name in ("seed", "data_seed", "task_seed", "warmup_steps"):
-            put(name, integer(field(name), getattr(self, name), low=0))
-        put("d_model", integer(field("d_model"), self.d_model, low=1))
-        require(self.d_model % self.n_heads == 0, field("d_model"), self.d_model,
-                f"an integer ≥ 1 divisible by n_heads={self.n_heads}")
-        put("lr", positive(field("lr"), self.lr))
-        put("lb_alpha", number(field("lb_alpha"), self.lb_alpha, low=0))
-        put("router_alpha", number(field("router_alpha"), self.router_alpha, low=0))
-        choice(field("device"), self.device, DEVICES)
-        put("amp", flag(field("amp"), self.amp))
-        choice(field("variant"), self.variant, VARIANTS)
+        # every field is checked (here and in the parts), so a grid fails before anything is
+        # trained; NumPy scalars are stored as Python values (the config is hashed and written)
+        self._check_parts()
+        self._check_run()
+        require(self.model.n_layers == 1, "ExperimentConfig.model.n_layers",
+                self.model.n_layers, "1 (paper A's model; two layers: experiments.two_hop)")
+        choice("ExperimentConfig.variant", self.variant, VARIANTS)
         require(self.variant != "shuffled_tasks" or self.objective == "ce+router",
-                field("variant"), self.variant,
+                "ExperimentConfig.variant", self.variant,
                 f"a variant other than 'shuffled_tasks' for objective {self.objective!r} "
                 "(shuffled task labels change only the task-router loss)")
-        require(self.variant not in ("constant_router", "collapsed") or self.n_experts > 1,
-                field("variant"), self.variant,
+        require(self.variant not in ("constant_router", "collapsed")
+                or self.model.n_experts > 1, "ExperimentConfig.variant", self.variant,
                 "'none' or 'untrained' with one expert (there is no routing to break)")
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The flat mapping: :data:`KEY_FIELDS` in their order, then any later field of a
+        part that is set (not its part's default)."""
+        values = self._values()
+        return {**{k: values[k] for k in KEY_FIELDS}, **self._later(KEY_FIELDS)}
 
     def training_key(self) -> dict:
         """What determines the trained model: the config, with the objective replaced by
         ``ce`` when there is one expert (the three objectives coincide there)."""
         d = self.as_dict()
-        if self.n_experts == 1 and self.variant != "shuffled_tasks":
+        if self.model.n_experts == 1 and self.variant != "shuffled_tasks":
             d["objective"] = "ce"
         if self.variant == "none":       # keys of ordinary runs do not know about variants
             del d["variant"]
@@ -208,9 +346,6 @@ class ExperimentConfig:
         blob = json.dumps({"v": RESULT_VERSION, "code": code_fingerprint(),
                            **self.training_key()}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-    def replace(self, **changes) -> "ExperimentConfig":
-        return replace(self, **changes)
 
 
 def _config(cfg) -> ExperimentConfig:
@@ -256,23 +391,23 @@ def _full_dataset(n_relations: int, n_pairs: int, n_templates: int, data_seed: i
 def task_selection(cfg: ExperimentConfig) -> list[int]:
     """Indices (into the full dataset's tasks) of the run's tasks: the first ``n_tasks`` of a
     ``task_seed`` permutation (nested across ``n_tasks``)."""
-    _config(cfg)
-    perm = np.random.default_rng(cfg.task_seed).permutation(cfg.n_relations)
-    return sorted(int(i) for i in perm[:cfg.n_tasks])
+    d = _config(cfg).data
+    perm = np.random.default_rng(d.task_seed).permutation(d.n_relations)
+    return sorted(int(i) for i in perm[:d.n_tasks])
 
 
 @lru_cache(maxsize=8)
 def _sub_dataset(n_relations, n_pairs, n_templates, data_seed, tasks: tuple[int, ...]):
     full = _full_dataset(n_relations, n_pairs, n_templates, data_seed)
-    require(full.n_tasks >= n_relations, "ExperimentConfig.n_relations", n_relations,
+    require(full.n_tasks >= n_relations, "DataConfig.n_relations", n_relations,
             f"at most {full.n_tasks}: the relations the knowledge base provides")
     return full.subset(list(tasks))
 
 
 def experiment_dataset(cfg: ExperimentConfig):
     """The :class:`~moe_routing.knowledge.KnowledgeDataset` of the run's ``n_tasks`` tasks."""
-    _config(cfg)
-    return _sub_dataset(cfg.n_relations, cfg.n_pairs, cfg.n_templates, cfg.data_seed,
+    d = _config(cfg).data
+    return _sub_dataset(d.n_relations, d.n_pairs, d.n_templates, d.data_seed,
                         tuple(task_selection(cfg)))
 
 
@@ -359,11 +494,8 @@ def weights_path(cfg: ExperimentConfig, artifacts_dir: str | Path) -> Path:
 
 
 def _model_config(cfg: ExperimentConfig, ds, train_split):
-    from ..model import MoEConfig
-
-    return MoEConfig(vocab_size=ds.vocab_size, max_len=train_split.inputs.shape[1],
-                     d_model=cfg.d_model, n_heads=cfg.n_heads, n_experts=cfg.n_experts,
-                     d_expert=cfg.d_expert, top_k=1, gate="switch")
+    return cfg.model.config(vocab_size=ds.vocab_size, max_len=train_split.inputs.shape[1],
+                            top_k=1, gate="switch")
 
 
 def model_config(cfg: ExperimentConfig):
@@ -566,7 +698,7 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool):
     """(the result dict of :func:`run_experiment`, the trained model as measured)."""
     import torch
 
-    from ..model import TrainConfig, TrainData, exact_match
+    from ..model import TrainData, exact_match
     from ..runtime import provenance, resolve_device
 
     device = resolve_device(cfg.device)          # ValueError before any work
@@ -575,11 +707,7 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool):
     tr = ds.encode_split("train")
     data = TrainData.from_split(tr)
     mcfg = _model_config(cfg, ds, tr)
-    tcfg = TrainConfig(objective="ce" if cfg.n_experts == 1 else cfg.objective, lr=cfg.lr,
-                       steps=cfg.steps, batch_size=cfg.batch_size,
-                       warmup_steps=cfg.warmup_steps, lb_alpha=cfg.lb_alpha,
-                       router_alpha=cfg.router_alpha, seed=cfg.seed, device=device,
-                       amp=cfg.amp, progress=progress, log_every=10)
+    tcfg = cfg.loop_config(device, progress)
     te = ds.encode_split("test")
 
     def test_accuracy(m) -> dict:                 # read-only: training is not changed by it
@@ -591,7 +719,7 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool):
     with torch.no_grad():
         if cfg.variant == "collapsed":
             _collapse_routing(model, te)
-        metrics = evaluate_run(model, ds, cfg.n_experts)
+        metrics = evaluate_run(model, ds, cfg.model.n_experts)
     res = dict(
         version=RESULT_VERSION, key=cfg.key(), config=cfg.as_dict(),
         training_key=cfg.training_key(), model_config=mcfg.as_dict(),
@@ -615,7 +743,7 @@ def _train_variant(cfg: ExperimentConfig, mcfg, data, tcfg, eval_fn):
     from ..model.train import History
     from ..runtime import seed_everything
 
-    eval_every = max(1, cfg.steps // EVAL_QUARTERS)
+    eval_every = max(1, cfg.train.steps // EVAL_QUARTERS)
     if cfg.variant in ("none", "collapsed"):
         return build_and_train(mcfg, data, tcfg, eval_fn=eval_fn, eval_every=eval_every)
     seed_everything(tcfg.seed)
@@ -661,14 +789,14 @@ def grid_configs(n_tasks: Iterable[int], n_experts: Iterable[int],
     axes = {name: sequence(name, values, "a sequence of values (a list, even of one)")
             for name, values in (("n_tasks", n_tasks), ("n_experts", n_experts),
                                  ("objectives", objectives), ("seeds", seeds))}
-    return [ExperimentConfig(n_tasks=k, n_experts=e, objective=o, seed=s, **common)
+    return [ExperimentConfig.from_flat(n_tasks=k, n_experts=e, objective=o, seed=s, **common)
             for k in axes["n_tasks"] for e in axes["n_experts"] for o in axes["objectives"]
             for s in axes["seeds"]]
 
 
 def run_label(cfg: ExperimentConfig) -> str:
     """How progress lines and errors name a run: ``E=7, ce+lb, k=10, seed 0``."""
-    return f"E={cfg.n_experts}, {cfg.objective}, k={cfg.n_tasks}, seed {cfg.seed}"
+    return f"E={cfg.model.n_experts}, {cfg.objective}, k={cfg.data.n_tasks}, seed {cfg.seed}"
 
 
 def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | None,
@@ -762,7 +890,7 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
         row["config"] = cfg.as_dict()             # the requested objective, not the shared one
         row["cached"] = cached or key in first    # a repeat in this call is a shared copy
         first.add(key)
-        if cfg.n_experts == 1 and cfg.objective != "ce":
+        if cfg.model.n_experts == 1 and cfg.objective != "ce":
             row["shared_with"] = key
         out.append(row)
     if failures:

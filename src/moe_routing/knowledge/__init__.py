@@ -10,8 +10,8 @@ import os
 import warnings
 
 from ..validation import choice, fail, integer
-from .dataset import (OBJECT_SLOT, SUBJECT_SLOT, EncodedSplit, KnowledgeDataset,
-                      split_arguments)
+from .dataset import OBJECT_SLOT, SUBJECT_SLOT, EncodedSplit, KnowledgeDataset
+from .dataset import split_arguments as _split_arguments    # build_dataset's: not exported
 from .task import KnowledgeTask, functional_dictionary
 from .templates import OBJECT, SUBJECT, Template
 from .tokenizer import Tokenizer
@@ -56,7 +56,7 @@ def build_dataset(wikidata5m_path=None, *, n_relations: int | None = 50, n_pairs
                                             and os.fspath(wikidata5m_path)):
         fail("wikidata5m_path", wikidata5m_path,
              "None (the embedded knowledge base) or the path of a WikiData5M directory")
-    seed, test_fraction, split_unit = split_arguments(seed, test_fraction, split_unit)
+    seed, test_fraction, split_unit = _split_arguments(seed, test_fraction, split_unit)
     choice("on_missing_alias", on_missing_alias, ("error", "skip"))
     n_relations = None if n_relations is None else integer("n_relations", n_relations, low=1)
     n_pairs = integer("n_pairs", n_pairs, low=1)

@@ -18,11 +18,16 @@
   softmax router in a chart without shift and scale redundancy, profiled soft objective on a
   fixed quasi-Monte Carlo sample;
 * :mod:`.multi_critical` — the critical-point search for that model;
+* :mod:`.charts` — the router charts of both models, and the deduplication and descent both
+  searches share;
 * :mod:`.symmetry` — the two-expert Gaussian model, the operator M and the gradient flow.
 
 Arguments are checked with :mod:`moe_routing.validation` (one idiom for the whole library).
 """
 
-# The sub-modules are imported by name (``from moe_routing.landscape import multi_region``).
-__all__ = ["common", "critical_points", "first_order", "hessian", "multi_critical", "multi_region",
-           "recovery", "saddles", "shape_derivative", "symmetry", "teacher_student"]
+import pkgutil as _pkgutil
+
+# The sub-modules are imported by name (``from moe_routing.landscape import multi_region``);
+# ``__all__`` is every one of them whose name does not start with an underscore, so that a new
+# module needs no second edit (tests/test_exports.py checks it against the files).
+__all__ = sorted(m.name for m in _pkgutil.iter_modules(__path__) if not m.name.startswith("_"))

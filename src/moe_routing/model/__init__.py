@@ -6,21 +6,22 @@ the same :class:`MoETransformer`, so trained and constructed models share one fo
 one evaluation path.
 """
 
-from .config import ACTIVATIONS, BACKENDS, GATE_MODES, MoEConfig
+from .config import ACTIVATIONS, BACKENDS, GATE_MODES, MoEConfig, MoEShape
 from .evaluate import (ExactMatch, RoutingRecord, ValidMass, collect_routing, exact_match,
                        greedy_complete, valid_next_mass)
 from .losses import (IGNORE_INDEX, OBJECTIVES, LossParts, load_balancing_loss,
                      next_token_cross_entropy, objective_loss, router_z_loss, task_router_loss,
                      task_to_expert)
 from .parameters import ParameterCount, parameter_count
-from .train import History, TrainConfig, TrainData, build_and_train, train
+from .train import (History, TrainConfig, TrainData, TrainSchedule, build_and_train,
+                    train)
 from .transformer import LayerOutput, ModelOutput, MoELayer, MoETransformer
 
 __all__ = [
     "ACTIVATIONS", "BACKENDS", "GATE_MODES", "IGNORE_INDEX", "OBJECTIVES", "ExactMatch",
-    "History", "LayerOutput", "LossParts", "ModelOutput", "MoEConfig", "MoELayer",
+    "History", "LayerOutput", "LossParts", "ModelOutput", "MoEConfig", "MoELayer", "MoEShape",
     "MoETransformer", "ParameterCount", "RoutingRecord", "TrainConfig", "TrainData",
-    "ValidMass", "build_and_train",
+    "TrainSchedule", "ValidMass", "build_and_train",
     "collect_routing", "exact_match", "greedy_complete", "load_balancing_loss",
     "next_token_cross_entropy", "objective_loss", "parameter_count", "router_z_loss",
     "task_router_loss", "task_to_expert", "train", "valid_next_mass",

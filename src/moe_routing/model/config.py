@@ -181,3 +181,43 @@ class MoEConfig:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def _default(name: str):
+    return MoEConfig.__dataclass_fields__[name].default
+
+
+@dataclass(frozen=True)
+class MoEShape:
+    """The part of an :class:`MoEConfig` an experiment chooses: expert count and widths, heads
+    and depth.  The data fix the rest (``vocab_size``, ``max_len``: :meth:`config`).
+
+    The fields are MoEConfig's, with its defaults, and MoEConfig validates them: a shape is
+    checked by building the MoEConfig of a two-token vocabulary, so the errors name
+    ``MoEConfig.<field>`` and no rule is written twice.  The one rule of its own: without an
+    explicit ``d_head`` (a shape has none) ``n_heads`` must divide ``d_model``.
+    """
+
+    n_experts: int = _default("n_experts")
+    d_model: int = _default("d_model")
+    n_heads: int = _default("n_heads")
+    d_expert: int = _default("d_expert")
+    n_layers: int = _default("n_layers")
+
+    def __post_init__(self) -> None:
+        probe = MoEConfig(vocab_size=2, max_len=1, d_head=1, **asdict(self))
+        for name in asdict(self):                  # NumPy integers stored as Python ints
+            object.__setattr__(self, name, getattr(probe, name))
+        require(self.d_model % self.n_heads == 0, "MoEShape.d_model", self.d_model,
+                f"an integer ≥ 1 divisible by n_heads={self.n_heads}")
+
+    def config(self, vocab_size: int, max_len: int, **fixed) -> MoEConfig:
+        """The MoEConfig of this shape for a vocabulary and a sequence length, with the
+        ``fixed`` fields an experiment sets for every run (e.g. ``top_k=1, gate="switch"``)."""
+        return MoEConfig(vocab_size=vocab_size, max_len=max_len, **asdict(self), **fixed)
+
+    def replace(self, **changes) -> "MoEShape":
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return asdict(self)

@@ -121,16 +121,17 @@ class TrainData:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """One training run.  Exactly one of ``steps`` and ``epochs`` is given.
+class TrainSchedule:
+    """What a training run does whatever the objective, the seed and the device: the budget
+    (exactly one of ``steps`` and ``epochs``), the batch, AdamW at ``lr`` with its weight decay,
+    warm-up and ``schedule``, gradient clipping and the loss weights.
 
-    ``amp`` (CUDA only): bfloat16 autocast of the forward pass.  ``tf32`` (CUDA only): let the
-    float32 matmuls use TensorFloat-32 during the run (``torch.set_float32_matmul_precision
-    ("high")``, restored afterwards); ``None`` (default) means "with ``amp``", resolved here so
-    that :meth:`as_dict` records what the run does: True only for ``amp`` on a CUDA device.
+    It is the part of :class:`TrainConfig` an experiment chooses once for all its runs (the
+    experiments' configurations hold one, :mod:`moe_routing.experiments`); its fields are
+    validated here, once, for both.  Errors name the class that holds the field
+    (``TrainSchedule.lr`` for a schedule, ``TrainConfig.lr`` for the loop's configuration).
     """
 
-    objective: str = "ce"
     lr: float = 3e-3
     steps: int | None = None
     epochs: int | None = None
@@ -142,12 +143,9 @@ class TrainConfig:
     lb_alpha: float = 0.01
     router_alpha: float = 1.0
     z_beta: float = 0.0
-    seed: int = 0
-    device: str = "auto"
-    amp: bool = True
-    tf32: bool | None = None
-    log_every: int = 10
-    progress: bool = True
+
+    def _field(self, name: str) -> str:
+        return f"{type(self).__name__}.{name}"
 
     def __post_init__(self):
         # NaN, ±Inf and degenerate settings are refused; NumPy scalars are stored as Python
@@ -155,10 +153,7 @@ class TrainConfig:
         def put(name, value):
             object.__setattr__(self, name, value)
 
-        def field(name):
-            return f"TrainConfig.{name}"
-
-        choice(field("objective"), self.objective, OBJECTIVES)
+        field = self._field
         require((self.steps is None) != (self.epochs is None), field("steps/epochs"),
                 (self.steps, self.epochs), "exactly one of steps and epochs (an integer ≥ 1)")
         for name in ("steps", "epochs"):
@@ -167,11 +162,45 @@ class TrainConfig:
         put("lr", positive(field("lr"), self.lr))
         put("batch_size", integer(field("batch_size"), self.batch_size, low=1))
         put("warmup_steps", integer(field("warmup_steps"), self.warmup_steps, low=0))
-        put("log_every", integer(field("log_every"), self.log_every, low=1))
-        put("seed", integer(field("seed"), self.seed, low=0))
         for name in ("weight_decay", "grad_clip", "lb_alpha", "router_alpha", "z_beta"):
             put(name, number(field(name), getattr(self, name), low=0))
         choice(field("schedule"), self.schedule, SCHEDULES)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainConfig(TrainSchedule):
+    """One training run: a :class:`TrainSchedule` (its fields come first) and what is proper
+    to the run.  Exactly one of ``steps`` and ``epochs`` is given.
+
+    ``amp`` (CUDA only): bfloat16 autocast of the forward pass.  ``tf32`` (CUDA only): let the
+    float32 matmuls use TensorFloat-32 during the run (``torch.set_float32_matmul_precision
+    ("high")``, restored afterwards); ``None`` (default) means "with ``amp``", resolved here so
+    that :meth:`as_dict` records what the run does: True only for ``amp`` on a CUDA device.
+    ``TrainConfig(**asdict(schedule), objective=…, …)`` is the loop's configuration of a
+    schedule.
+    """
+
+    objective: str = "ce"
+    seed: int = 0
+    device: str = "auto"
+    amp: bool = True
+    tf32: bool | None = None
+    log_every: int = 10
+    progress: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        field = self._field
+        choice(field("objective"), self.objective, OBJECTIVES)
+        put("log_every", integer(field("log_every"), self.log_every, low=1))
+        put("seed", integer(field("seed"), self.seed, low=0))
         for name in ("amp", "progress"):
             put(name, flag(field(name), getattr(self, name)))
         choice(field("device"), self.device, DEVICES)
@@ -185,9 +214,6 @@ class TrainConfig:
         if self.steps is not None:
             return self.steps
         return self.epochs * math.ceil(n_examples / self.batch_size)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

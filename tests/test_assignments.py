@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 NAMES = build.available()
 
 
-def test_at_least_three_assignments():
-    assert len(NAMES) >= 3, NAMES
-    assert {"load_balancing", "boundary_mass", "two_task_router"} <= set(NAMES)
+def test_the_assignments_are_there():
+    assert len(NAMES) >= 4, NAMES
+    assert {"load_balancing", "boundary_mass", "two_task_router", "two_hop"} <= set(NAMES)
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +160,30 @@ def test_hidden_tests_catch_a_wrong_normalisation(built, tmp_path):
     assert (tmp_path / "results" / "wrong" / "results.json").is_file()
 
 
+def test_hidden_tests_catch_a_second_hop_counted_per_chain(built, tmp_path):
+    """Layer-2 experts counted once per two-hop task instead of once per second hop: the same
+    count on the assignment's data, whose chains all have their own second hop, so the public
+    test passes; the hidden test, with two chains sharing a second hop, must take the points of
+    question 3 away, and only those."""
+    b = built["two_hop"]
+    nb = json.loads(b.solution.read_text())
+    right = "second_hops = {r2 for _, r2 in chains.values()}"
+    hits = 0
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if right in src:
+            cell["source"] = src.replace(right, "second_hops = [r2 for _, r2 in chains.values()]")
+            hits += 1
+    assert hits == 1
+    wrong = tmp_path / "wrong.ipynb"
+    wrong.write_text(json.dumps(nb))
+    rows = grade.grade_all("two_hop", [wrong], tmp_path / "grades.csv", tmp_path / "results",
+                           assignments_dir=b.zip.parents[2])
+    q3 = rows[0]["q3_sizes"]
+    assert 0 < q3 < 3.0, rows[0]                               # public passed, hidden failed
+    assert rows[0]["total"] == q3 + 9.0 and rows[0]["possible"] == 12.0, rows[0]
+
+
 def test_the_publishing_check_passes_student_notebooks_and_catches_autograders(built, tmp_path):
     """The check on the real products: the student notebooks are publishable; a control site
     with one autograder zip left in (by its name, or renamed), or with a solution notebook,
@@ -240,6 +264,7 @@ def test_the_assignments_need_what_they_teach():
     assert _imports("load_balancing") == {"torch"}
     assert _imports("boundary_mass") == {"numpy", "scipy"}
     assert _imports("two_task_router") == {"numpy"}
+    assert _imports("two_hop") == {"numpy"}
     # no hidden test imports the library: its functions would be the students' answers
     for name in NAMES:
         assert "moe_routing" not in _imports(name), name

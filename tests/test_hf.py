@@ -388,3 +388,24 @@ def test_train_refuses_bad_arguments(ds):
         hf.train_hf_moe({**cfg, "vocab_size": 10}, ds, "ce", steps=1)
     with pytest.raises(ValueError, match="max_position_embeddings = 4"):
         hf.train_hf_moe({**cfg, "max_position_embeddings": 4}, ds, "ce", steps=1)
+
+
+@needs_hf
+def test_the_extras_install_size_counts_what_the_base_lacks():
+    size = hf.extra_install_size()
+    names = [p[0] for p in size.packages]
+    assert "transformers" in names and "torch" not in names and "numpy" not in names
+    assert size.total_bytes == sum(p[2] for p in size.packages) > 10 * 2 ** 20
+    assert [p[2] for p in size.packages] == sorted((p[2] for p in size.packages), reverse=True)
+    assert size.base_packages >= 6
+    with pytest.raises(ValueError, match="extra = 'nope'"):
+        hf.extra_install_size("nope")
+
+
+@needs_hf
+def test_training_can_leave_the_routing_to_the_caller(ds):
+    cfg = dict(vocab_size=ds.vocab_size, **TINY)
+    r = hf.train_hf_moe(cfg, ds, "ce", steps=2, batch_size=16, measure_routing=False)
+    assert r.routing == [] and 0 <= r.exact_match <= 1
+    with pytest.raises(ValueError, match="measure_routing = 'no'"):
+        hf.train_hf_moe(cfg, ds, "ce", steps=1, measure_routing="no")

@@ -20,3 +20,23 @@ def test_rate_rule():
     # the gap underflows to 0 at all but one temperature: the rate is untested
     v = r.soft_hard_rate(True, False, 0.0, 0.0, 0.0, 0.0, 0.99, 1)
     assert v.verdict == "partly" and "rate untested" in v.reason
+
+
+def test_temperature_rule_reads_both_sides():
+    # a 1/τ law measured with a tight interval
+    assert r.temperature_amplifies(0.97, 0.88, 1.06, 12, 12).verdict == "reproduced"
+    # AdamW-like: the rate does not depend on τ (slope ≈ 0)
+    v = r.temperature_amplifies(0.05, -0.10, 0.20, 12, 12)
+    assert v.verdict == "not reproduced" and "no amplification" in v.reason
+    # grows with 1/τ but as τ^(-1/2): the interval excludes 1
+    assert r.temperature_amplifies(0.5, 0.4, 0.6, 12, 12).verdict == "partly"
+    # 1 inside an interval too wide to tell 1/τ from τ^(-1/2)
+    assert r.temperature_amplifies(0.9, 0.3, 1.5, 12, 12).verdict == "partly"
+    # a run that never grew log-linearly keeps it from "reproduced"
+    assert r.temperature_amplifies(0.97, 0.88, 1.06, 11, 12).verdict == "partly"
+    # nothing fitted: not reproduced, whatever the (unread) slope
+    assert r.temperature_amplifies(0.0, 0.0, 0.0, 1, 12).verdict == "not reproduced"
+    with pytest.raises(ValueError, match="slope_lo"):
+        r.temperature_amplifies(1.0, 1.2, 1.3, 12, 12)
+    with pytest.raises(ValueError, match="n_fitted"):
+        r.temperature_amplifies(1.0, 0.9, 1.1, 13, 12)

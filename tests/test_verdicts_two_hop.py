@@ -1,5 +1,6 @@
 """The two-hop chapter's rules on both sides of every threshold."""
 
+import numpy as np
 import pytest
 
 from moe_routing.verdicts import two_hop as r
@@ -47,9 +48,41 @@ def test_depth_decides_on_intervals():
     assert r.depth_composes(0.50, 0.05, 0.60, 0.05).verdict == "not reproduced"
 
 
-def test_hop_by_hop_routing_against_chance():
-    assert r.hop_by_hop(0.95, 0.92, 4).verdict == "our extension"
-    assert r.hop_by_hop(0.52, 0.62, 4).verdict == "partly"
-    assert r.hop_by_hop(0.30, 0.90, 4).verdict == "not reproduced"
+def test_hop_by_hop_routing_against_hop_blind_routing():
+    assert r.hop_by_hop(0.95, 0.92, 4, 0.40, 0.35).verdict == "our extension"
+    assert r.hop_by_hop(0.52, 0.62, 4, 0.30, 0.30).verdict == "partly"
+    assert r.hop_by_hop(0.30, 0.90, 4, 0.25, 0.25).verdict == "not reproduced"
+    # a collapsed router: every query to one expert, which dominates every hop task. Its
+    # reuse is 100 % at both layers, and so is a hop-blind router's: no evidence of hops.
+    collapsed = r.hop_by_hop(1.0, 1.0, 4, 1.0, 1.0)
+    assert collapsed.verdict == "not reproduced" and "layer 1 and layer 2" in collapsed.reason
+    # high reuse that routing blind to the hop nearly reaches does not count either
+    assert r.hop_by_hop(0.95, 0.95, 4, 0.30, 0.88).verdict == "not reproduced"
     with pytest.raises(ValueError, match="n_experts = 1 is not allowed"):
-        r.hop_by_hop(0.5, 0.5, 1)
+        r.hop_by_hop(0.5, 0.5, 1, 0.2, 0.2)
+    with pytest.raises(ValueError, match="l2_blind = nan is not allowed"):
+        r.hop_by_hop(0.5, 0.5, 4, 0.2, float("nan"))
+
+
+def test_hop_blind_reuse_is_the_reuse_of_a_router_that_ignores_the_hop():
+    # two hop tasks, 3 experts; task 0's single-hop queries use expert 0, task 1's expert 2
+    counts = np.array([[30, 10, 0],            # hop task 0: 40 two-hop queries
+                       [0, 20, 40]])           # hop task 1: 60
+    dominant = [0, 2]
+    # hop-blind: every query to expert e with share q = (30, 30, 40) / 100
+    assert r.hop_blind_reuse(counts, dominant) == pytest.approx(0.4 * 0.3 + 0.6 * 0.4)
+    # ...which a simulated hop-blind router reaches (the routing of these counts reuses 70 %)
+    rng = np.random.default_rng(0)
+    tasks = np.repeat([0, 1], [4000, 6000])
+    experts = rng.choice(3, size=tasks.size, p=[0.3, 0.3, 0.4])
+    assert np.mean(experts == np.array(dominant)[tasks]) == pytest.approx(0.36, abs=0.02)
+    # collapse: one expert takes all and dominates every task
+    assert r.hop_blind_reuse([[50, 0], [70, 0]], [0, 0]) == 1.0
+    # a task row without two-hop queries plays no part, whatever its dominant expert
+    assert r.hop_blind_reuse([[10, 0], [0, 0]], [0, 1]) == 1.0
+    with pytest.raises(ValueError, match="dominant"):
+        r.hop_blind_reuse(counts, [0])
+    with pytest.raises(ValueError, match=r"dominant\[1\] = 3 is not allowed"):
+        r.hop_blind_reuse(counts, [0, 3])
+    with pytest.raises(ValueError, match="at least one query"):
+        r.hop_blind_reuse([[0, 0]], [0])

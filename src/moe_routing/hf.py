@@ -67,7 +67,7 @@ from .boundary.fits import LogLogFit, bootstrap_bm_fit
 from .boundary.margin import top_two_margin
 from .boundary.mass import BoundaryMass, boundary_mass_from_margins
 from .model.losses import OBJECTIVES, task_router_loss, task_to_expert
-from .validation import choice, fail, integer, number, require, widths as check_widths
+from .validation import choice, fail, flag, integer, number, require, widths as check_widths
 
 #: the optional dependency group of pyproject.toml that installs transformers
 EXTRA = "hf"
@@ -103,6 +103,92 @@ def require_transformers():
             transformers.__version__, f"a release {','.join(TRANSFORMERS_RANGE)} (the "
             f"{EXTRA!r} extra); its routers are recorded differently in other series")
     return transformers
+
+
+
+# ------------------------------------------------------------------------ the extra's size
+@dataclass(frozen=True)
+class InstallSize:
+    """What the ``extra`` adds to the base install: ``packages`` ``(name, version, bytes)``,
+    largest first, ``total_bytes``, and ``base_packages`` (how many the base install has)."""
+
+    extra: str
+    packages: tuple[tuple[str, str, int], ...]
+    total_bytes: int
+    base_packages: int
+
+    @property
+    def total_mib(self) -> float:
+        return self.total_bytes / 2 ** 20
+
+
+def _closure(requirements) -> set[str]:
+    """Canonical names of the installed distributions ``requirements`` (packaging
+    Requirements) pull in, themselves included; environment markers are evaluated, extras of
+    a requirement followed, requirements not installed skipped (they are not on disk)."""
+    from importlib import metadata
+
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen, names, todo = set(), set(), list(requirements)
+    while todo:
+        req = todo.pop()
+        key = (canonicalize_name(req.name), tuple(sorted(req.extras)))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = metadata.distribution(req.name)
+        except metadata.PackageNotFoundError:
+            continue
+        names.add(key[0])
+        envs = [dict(default_environment(), extra=e) for e in (req.extras or {""})]
+        for line in dist.requires or []:
+            r = Requirement(line)
+            if r.marker is None or any(r.marker.evaluate(env) for env in envs):
+                todo.append(r)
+    return names
+
+
+def extra_install_size(extra: str = EXTRA, package: str = "moe_routing") -> InstallSize:
+    """The on-disk size of what the library's ``extra`` adds to its base install: the
+    distributions the extra's requirements pull in (read from the installed ``package``'s
+    metadata, markers evaluated) that its base requirements do not, each measured as the sum
+    of the files its ``RECORD`` lists (what ``pip uninstall`` removes: its folders in
+    site-packages, metadata, scripts).  Refused, naming the extra, when it is not installed."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        dist = metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        fail("package", package, "an installed distribution (pip install -e .)")
+    reqs = [Requirement(r) for r in dist.requires or []]
+    base = [r for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
+    wanted = [r for r in reqs if r.marker is not None and not r.marker.evaluate({"extra": ""})
+              and r.marker.evaluate({"extra": extra})]
+    require(len(wanted) > 0, "extra", extra, f"an extra of {package} with requirements")
+    added = _closure(wanted) - _closure(base)
+    for r in wanted:
+        try:
+            metadata.distribution(r.name)
+        except metadata.PackageNotFoundError:
+            fail("extra", extra, f"an installed extra ({r.name} is missing: pip install -e "
+                 f"'.[{extra}]')")
+    sizes = []
+    for name in added:
+        d = metadata.distribution(name)
+        total = 0
+        for f in d.files or []:
+            path = d.locate_file(f)
+            if path.is_file():
+                total += path.stat().st_size
+        sizes.append((name, d.version, total))
+    sizes.sort(key=lambda t: (-t[2], t[0]))
+    return InstallSize(extra, tuple(sizes), sum(t[2] for t in sizes), len(_closure(base)))
 
 
 # ------------------------------------------------------------------------------ the routers
@@ -580,7 +666,7 @@ def own_load_balancing_loss(model):
 def train_hf_moe(config, dataset, objective: str, steps: int, seed: int = 0, *,
                  batch_size: int = 128, lr: float = 3e-3, weight_decay: float = 0.0,
                  lb_coef: float | None = None, router_alpha: float = 1.0,
-                 log_every: int = 10) -> HFTrainResult:
+                 log_every: int = 10, measure_routing: bool = True) -> HFTrainResult:
     """Train a ``MixtralForCausalLM`` from random initialisation on the training sentences.
 
     config: a ``MixtralConfig`` (or a dict of its arguments; copied, never modified) with
@@ -599,7 +685,9 @@ def train_hf_moe(config, dataset, objective: str, steps: int, seed: int = 0, *,
     The CE is the model's own (``labels`` with −100 on padding: the mean over predicted
     tokens, EOS included, as the library's).  AdamW with ``lr`` and ``weight_decay``, batches of
     ``batch_size`` sentences drawn without replacement epoch by epoch; ``seed`` drives the
-    initialisation and the batches.  Returns :class:`HFTrainResult`.
+    initialisation and the batches.  Returns :class:`HFTrainResult`; with
+    ``measure_routing=False`` its ``routing`` is empty (a caller that measures the routing at
+    positions of its own skips a forward over the test split and the fits).
     """
     tr = require_transformers()
     from .knowledge import KnowledgeDataset
@@ -615,6 +703,7 @@ def train_hf_moe(config, dataset, objective: str, steps: int, seed: int = 0, *,
     weight_decay = number("weight_decay", weight_decay, low=0)
     router_alpha = number("router_alpha", router_alpha, low=0)
     log_every = integer("log_every", log_every, low=1)
+    measure_routing = flag("measure_routing", measure_routing)
     require(cfg.max_position_embeddings >= dataset.seq_len, "config.max_position_embeddings",
             cfg.max_position_embeddings, f"≥ {dataset.seq_len}, the dataset's sentence length")
     if objective == "ce+lb":
@@ -672,7 +761,8 @@ def train_hf_moe(config, dataset, objective: str, steps: int, seed: int = 0, *,
                                     lb=float(lb.detach()), router=float(rt.detach())))
     routing = routing_measurements(
         collect_router_logits(model, test.input_ids, test.attention_mask),
-        test.task_per_token, k, positions=test.predicting, n_tasks=dataset.n_tasks)
+        test.task_per_token, k, positions=test.predicting,
+        n_tasks=dataset.n_tasks) if measure_routing else []
     return HFTrainResult(model=model, objective=objective, history=history,
                          exact_match=object_exact_match(model, test),
                          train_exact_match=object_exact_match(model, train), routing=routing,

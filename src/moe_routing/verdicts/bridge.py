@@ -72,3 +72,41 @@ def soft_hard_rate(below: bool, rate_matches: bool, worst_ratio: float, slope: f
     if rate_matches:
         return OURS, txt + ": below the bound, the rate matches"
     return "partly", txt + ": below the bound, the rate does not match"
+
+
+@rule
+def temperature_amplifies(slope: float, slope_lo: float, slope_hi: float, n_fitted: int,
+                          n_runs: int, *, tol: float = 0.25):
+    """X-bridge-temperature: in a trained transformer, the router's task-aligned component
+    leaves the symmetric state at a rate ∝ 1/τ (paper B, Proposition 6.3, carried from its
+    Gaussian model to paper A's model under plain SGD).
+
+    ``slope`` is the fitted slope of log(rate) against log(1/τ) over the runs whose growth
+    could be fitted (``n_fitted`` of ``n_runs``), ``[slope_lo, slope_hi]`` its confidence
+    interval; the prediction is 1.  ``tol`` = 0.25: a rate ∝ τ^(−1/2) or τ^(−2) misses by at
+    least 0.5, and an interval wider than 2·tol cannot tell them from 1/τ.
+
+    * not reproduced — fewer than two runs fitted (no exponential growth to compare), or
+      slope_lo ≤ 0 (no amplification resolved: the rate does not grow with 1/τ);
+    * reproduced — 1 ∈ [slope_lo, slope_hi], |slope − 1| ≤ tol, the interval no wider than
+      2·tol, and every run fitted;
+    * partly — otherwise: the rate grows with 1/τ but not in proportion, or not all runs
+      could be fitted, or the interval is too wide to tell.
+    """
+    n_runs = integer("n_runs", n_runs, low=1)
+    n_fitted = integer("n_fitted", n_fitted, low=0, high=n_runs)
+    tol = number("tol", tol, low=0, low_open=True)
+    if n_fitted < 2:
+        return "not reproduced", (f"{n_fitted} of {n_runs} runs grew log-linearly: no rate "
+                                  "to compare across temperatures")
+    slope = number("slope", slope)
+    slope_lo = number("slope_lo", slope_lo, high=slope)
+    slope_hi = number("slope_hi", slope_hi, low=slope)
+    txt = (f"log-rate vs log(1/τ) slope {slope:.2f} [{slope_lo:.2f}, {slope_hi:.2f}] "
+           f"(prediction 1), {n_fitted}/{n_runs} runs fitted")
+    if slope_lo <= 0:
+        return "not reproduced", txt + ": no amplification resolved"
+    if (slope_lo <= 1.0 <= slope_hi and abs(slope - 1.0) <= tol
+            and slope_hi - slope_lo <= 2 * tol and n_fitted == n_runs):
+        return "reproduced", txt + f": 1 inside the interval, |slope − 1| ≤ {tol}"
+    return "partly", txt + ": the rate grows with 1/τ, not shown to be in proportion"

@@ -2,12 +2,15 @@
 
 Every claim here is the book's own ("our extension" when it holds).  The construction's checks
 are exhaustive -- every distinct prefix, every sentence -- so its rules compare exact counts and
-the proven bound, not estimates; the training rule compares accuracy intervals.
+the proven bound, not estimates; the training rules compare accuracy intervals, and routing
+shares with what a router blind to the hop reaches (:func:`hop_blind_reuse`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from ..validation import integer, require
 from . import rule
@@ -115,7 +118,7 @@ def held_out_above_baseline(mean: float, low: float, baseline: float, n_held_out
 
 @rule
 def depth_composes(two_mean: float, two_half: float, one_mean: float, one_half: float):
-    """X-two-hop-depth: with one layer per hop, a two-layer model answers held-out
+    """X-two-hop-generalise: with one layer per hop, a two-layer model answers held-out
     compositions better than a one-layer model trained with the same objective.
 
     Means over seeds with their half-widths (the larger of the seed spread and the binomial
@@ -138,27 +141,63 @@ def depth_composes(two_mean: float, two_half: float, one_mean: float, one_half: 
     return "not reproduced", txt + ": two layers are not better"
 
 
+def hop_blind_reuse(counts, dominant) -> float:
+    """The reuse that a router blind to the hop reaches: what :func:`hop_by_hop` must beat.
+
+    ``counts``: (hop task × expert) routing counts of the two-hop queries at one layer, each
+    query counted in the row of its hop's task; ``dominant``: per row, the expert that task's
+    single-hop queries use most at that layer (any value for a row without queries).  A router
+    that ignores the hop sends every two-hop query to expert e with the same share q(e), the
+    share of all two-hop queries that e receives, so its reuse is Σ_k (n_k / N) q(dominant_k).
+    This, not 1/E, is the level of no evidence: a collapsed router (every query to one expert,
+    which then dominates every task) has reuse 1 and so does its hop-blind version.
+    """
+    c = np.asarray(counts, dtype=float)
+    require(c.ndim == 2 and c.shape[0] >= 1 and c.shape[1] >= 1 and (c >= 0).all()
+            and c.sum() > 0, "counts", c.shape if c.ndim else c,
+            "a (hop task × expert) matrix of non-negative counts with at least one query")
+    require(len(dominant) == c.shape[0], "dominant", dominant,
+            f"one expert per row of counts ({c.shape[0]})")
+    rows = np.flatnonzero(c.sum(1) > 0)
+    for k in rows:
+        integer(f"dominant[{k}]", dominant[k], low=0, high=c.shape[1] - 1)
+    n = c.sum()
+    share = c.sum(0) / n                                                    # q(e)
+    return float(sum(c[k].sum() / n * share[int(dominant[k])] for k in rows))
+
+
 @rule
-def hop_by_hop(l1_reuse: float, l2_reuse: float, n_experts: int, strong: float = 0.9):
+def hop_by_hop(l1_reuse: float, l2_reuse: float, n_experts: int, l1_blind: float,
+               l2_blind: float, strong: float = 0.9, margin: float = 0.1):
     """X-two-hop-routing: a two-layer model trained *without* router supervision routes hop by
     hop -- layer 1 sends a two-hop query to the expert its first hop's single-hop queries use,
     layer 2 to the expert of its second hop's.
 
     ``l1_reuse`` / ``l2_reuse``: those shares (mean over seeds) at the object-predicting
-    position; chance is about 1/``n_experts`` for a router blind to the hop:
+    position; ``l1_blind`` / ``l2_blind``: what a router blind to the hop reaches at each layer
+    (:func:`hop_blind_reuse`, mean over seeds).  A layer's level of no evidence is the larger
+    of that and 1/``n_experts``: reuse is high for a router that sends everything to one
+    expert, hop or no hop, so chance alone would credit collapse with routing by hop.
 
-    * our extension — both shares ≥ ``strong`` (0.9);
-    * partly — both above chance + 0.1, not both ≥ ``strong``;
-    * not reproduced — a layer at or near chance (≤ 1/E + 0.1).
+    * our extension — both shares ≥ ``strong`` (0.9) and each at least ``margin`` (0.1)
+      above its layer's level;
+    * partly — both more than ``margin`` above their levels, not both ≥ ``strong``;
+    * not reproduced — a layer within ``margin`` of its level (hop-blind routing explains it).
     """
     n_experts = integer("n_experts", n_experts, low=2)
-    for name, v in (("l1_reuse", l1_reuse), ("l2_reuse", l2_reuse), ("strong", strong)):
+    for name, v in (("l1_reuse", l1_reuse), ("l2_reuse", l2_reuse), ("l1_blind", l1_blind),
+                    ("l2_blind", l2_blind), ("strong", strong), ("margin", margin)):
         require(0.0 <= float(v) <= 1.0, name, v, "a share in [0, 1]")
     chance = 1.0 / n_experts
-    txt = (f"reuse of the hop's expert: layer 1 {100 * l1_reuse:.0f} %, layer 2 "
-           f"{100 * l2_reuse:.0f} % (chance ≈ {100 * chance:.0f} %)")
-    if l1_reuse >= strong and l2_reuse >= strong:
-        return OURS, txt + f": both ≥ {100 * strong:.0f} %"
-    if min(l1_reuse, l2_reuse) > chance + 0.1:
-        return "partly", txt + ": above chance, not hop by hop throughout"
-    return "not reproduced", txt + ": a layer routes near chance"
+    level = (max(chance, float(l1_blind)), max(chance, float(l2_blind)))
+    txt = (f"reuse of the hop's expert: layer 1 {100 * l1_reuse:.0f} % (hop-blind "
+           f"{100 * l1_blind:.0f} %), layer 2 {100 * l2_reuse:.0f} % (hop-blind "
+           f"{100 * l2_blind:.0f} %); chance {100 * chance:.0f} %")
+    above = [r - lv > margin for r, lv in zip((l1_reuse, l2_reuse), level)]
+    if all(above) and l1_reuse >= strong and l2_reuse >= strong:
+        return OURS, txt + f": both ≥ {100 * strong:.0f} % and above hop-blind routing"
+    if all(above):
+        return "partly", txt + ": above hop-blind routing, not hop by hop throughout"
+    which = " and ".join(f"layer {i + 1}" for i, a in enumerate(above) if not a)
+    return "not reproduced", (txt + f": {which} within {100 * margin:.0f} points of what a "
+                              "router blind to the hop reaches")

@@ -1,0 +1,527 @@
+"""The training chapter's routing contrast on a Mixtral-style model (ours; the ``hf`` extra).
+
+Paper A's Figure 2 contrast, as the training chapter measures it on the library's own
+transformer: a router trained with the task-router loss (``ce+router``) splits the tokens by
+task at the positions where the prefix determines the task (high NMI and purity there), one
+trained with cross-entropy alone (``ce``) or with load balancing (``ce+lb``) does not.  Is that
+a property of the objective, or of the library's model?  This module trains the model class
+people use, ``MixtralForCausalLM`` of Hugging Face transformers (two layers, top-2 routing,
+from random initialisation: configurations only, nothing downloaded), on *the same dataset*
+under the same three objectives (:func:`moe_routing.hf.train_hf_moe`: ``ce+lb`` is
+transformers' own load-balancing loss, ``ce+router`` the library's task-router loss on each
+layer's exact router logits), and measures both models the same way:
+
+* **Positions.**  The *task-determined* positions of the test split: those that predict a next
+  token and whose prefix is continued by sentences of one task only (the dataset's prefix trie:
+  ``routing_determined`` of :func:`.task_routing.evaluate_run`, the ``determined`` positions of
+  :mod:`.bridge`).  Only there can a router reading the prefix know the task.
+* **Routing.**  Per layer, :func:`moe_routing.routing_metrics.routing_summary` of the *top-1*
+  expert against the task (the library's model routes top-1; for Mixtral the top-1 expert is
+  its most weighted one), so the NMI, purity, load entropy and utilisation of both models are
+  the same functions of the same kind of choice; the top-2 NMI of Mixtral's assignments is kept
+  beside it (``nmi_topk``).  Each run's NMI carries a bootstrap interval over the test
+  *sentences* (positions of one sentence are resampled together).
+* **Margins.**  The top-two margin Δ of the exact pre-softmax logits (:mod:`moe_routing.hf`
+  reads them by hooks) and BM(w*) = P(Δ ≤ w*) with its Wilson interval.
+* **Over seeds.**  :class:`Interval`: the mean over seeds, and from the lowest lower end to the
+  highest upper end of the seeds' own intervals — the larger of the seed spread and the sampling
+  error of one test set, as :func:`.accuracy.accuracy_interval` does for accuracies.
+
+Caching: one JSON per (configuration, objective, seed) under ``<artifacts_dir>/hf_routing/``,
+named by a hash of the training key (sizes, objective, seed, w*, a fingerprint of the dataset's
+encoded sentences and split) together with the code that trains and measures
+(:data:`HF_ROUTING_CODE`, the task-routing training code fingerprint) and the transformers
+version; written atomically and read back through :func:`.cache.read_cached`, so a re-executed
+chapter retrains nothing and a result of other code or data is never reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .. import routing_metrics as rm
+from ..atomic import atomic_write_json
+from ..model.losses import OBJECTIVES
+from ..validation import choice, integer, number, require, sequence
+from .cache import read_cached
+
+log = logging.getLogger(__name__)
+
+#: version of the cached measurement format; part of every cache key
+RESULT_VERSION = 1
+#: the code of a run besides the task-routing training code (paths in the package)
+HF_ROUTING_CODE = ("hf.py", "experiments/hf_routing.py", "routing_metrics.py", "boundary")
+#: the two contrasts of the training chapter: the task-router objective against each other
+CONTRAST_PAIRS = (("ce+router", "ce"), ("ce+router", "ce+lb"))
+#: bootstrap resamples of the test sentences for one run's NMI interval
+N_BOOT = 200
+
+
+# ----------------------------------------------------------------------------- configuration
+@dataclass(frozen=True)
+class MixtralSize:
+    """The Mixtral-style model and its training (sizes ours): ``hidden_size`` (= d_model),
+    ``intermediate_size`` (each expert's width), ``n_layers`` MoE layers, ``n_heads`` (as many
+    key/value heads), ``top_k`` experts per token; ``steps`` AdamW steps of ``batch_size``
+    sentences at ``lr``; ``lb_coef`` the weight of transformers' load-balancing loss in
+    ``ce+lb`` (Mixtral's ``router_aux_loss_coef``), ``router_alpha`` of the task-router loss."""
+
+    hidden_size: int = 32
+    intermediate_size: int = 32
+    n_layers: int = 2
+    n_heads: int = 2
+    top_k: int = 2
+    steps: int = 200
+    batch_size: int = 64
+    lr: float = 0.01
+    lb_coef: float = 0.02
+    router_alpha: float = 1.0
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.type in ("int", int):
+                object.__setattr__(self, f.name, integer(f.name, v, low=1))
+            else:
+                object.__setattr__(self, f.name, number(f.name, v, low=0, low_open=True))
+        require(self.hidden_size % self.n_heads == 0, "hidden_size", self.hidden_size,
+                f"a multiple of n_heads = {self.n_heads}")
+
+    def mixtral_config(self, vocab_size: int, max_len: int, n_experts: int) -> dict:
+        """The arguments of ``transformers.MixtralConfig`` for a dataset's vocabulary and
+        sentence length and ``n_experts`` experts per layer."""
+        n_experts = integer("n_experts", n_experts, low=2)
+        require(self.top_k <= n_experts, "top_k", self.top_k, f"≤ n_experts = {n_experts}")
+        return dict(vocab_size=int(vocab_size), hidden_size=self.hidden_size,
+                    intermediate_size=self.intermediate_size,
+                    num_hidden_layers=self.n_layers, num_attention_heads=self.n_heads,
+                    num_key_value_heads=self.n_heads, num_local_experts=n_experts,
+                    num_experts_per_tok=self.top_k, max_position_embeddings=int(max_len),
+                    router_aux_loss_coef=self.lb_coef)
+
+
+# ----------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Interval:
+    """A quantity over seeds: ``mean`` of the seeds' values, ``low`` / ``high`` the lowest
+    lower and highest upper end of the seeds' own intervals, ``n_seeds``."""
+
+    mean: float
+    low: float
+    high: float
+    n_seeds: int
+
+    def apart_above(self, other: "Interval") -> bool:
+        """This interval lies entirely above ``other``."""
+        return self.low > other.high
+
+    def as_tuple(self) -> tuple[float, float, float]:
+        return (self.mean, self.low, self.high)
+
+
+@dataclass(frozen=True)
+class LayerRoutingSummary:
+    """One run, one layer, at the task-determined test positions (n of them).
+
+    nmi, nmi_low, nmi_high — NMI(task; top-1 expert) with its bootstrap interval over test
+    sentences (95 %); purity, load_entropy (normalised), max_utilisation — of the top-1
+    choice; nmi_topk — NMI of all top-k assignments; counts (K, E) — task × top-1 expert;
+    margin_median — median top-two logit margin; bm, bm_low, bm_high — BM(w*) and its Wilson
+    interval."""
+
+    layer: int
+    n_positions: int
+    nmi: float
+    nmi_low: float
+    nmi_high: float
+    purity: float
+    load_entropy: float
+    max_utilisation: float
+    nmi_topk: float
+    counts: tuple[tuple[int, ...], ...]
+    margin_median: float
+    bm: float
+    bm_low: float
+    bm_high: float
+
+
+@dataclass(frozen=True)
+class RoutingRun:
+    """One trained model's measurements: ``exact_match`` (test) and ``train_exact_match`` at
+    the object, one :class:`LayerRoutingSummary` per layer, ``train_s`` the wall time of
+    training and measuring and ``cpu_s`` its process CPU time (the time it needs on one
+    core whatever else runs; 0 for a model measured as given), ``cached`` read from disk."""
+
+    objective: str
+    seed: int
+    exact_match: float
+    train_exact_match: float
+    layers: tuple[LayerRoutingSummary, ...]
+    train_s: float
+    cpu_s: float
+    cached: bool
+
+
+@dataclass(frozen=True)
+class ObjectiveLayer:
+    """One objective, one layer, over seeds: intervals of the NMI, purity, load entropy,
+    max utilisation, BM(w*) and median margin, and the task × expert counts summed over seeds
+    (K, E)."""
+
+    objective: str
+    layer: int
+    nmi: Interval
+    purity: Interval
+    load_entropy: Interval
+    max_utilisation: Interval
+    bm: Interval
+    margin_median: Interval
+    counts: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class RoutingComparison:
+    """One model family's runs and their summary per objective and layer.
+
+    ``model``: a label ("Mixtral-style", "library"); ``objectives``, ``seeds``, ``n_layers``,
+    ``w_star`` as measured; ``runs`` every :class:`RoutingRun` (objective-major, then seed);
+    ``cells`` one :class:`ObjectiveLayer` per objective and layer; ``exact_match`` one
+    :class:`Interval` per objective (the binomial interval of each run's test set, joined over
+    seeds)."""
+
+    model: str
+    objectives: tuple[str, ...]
+    seeds: tuple[int, ...]
+    n_layers: int
+    w_star: float
+    runs: tuple[RoutingRun, ...]
+    cells: tuple[ObjectiveLayer, ...]
+    exact_match: tuple[Interval, ...]
+
+    def cell(self, objective: str, layer: int) -> ObjectiveLayer:
+        """The summary of ``objective`` at ``layer`` (1-based)."""
+        choice("objective", objective, self.objectives)
+        integer("layer", layer, low=1, high=self.n_layers)
+        return next(c for c in self.cells if c.objective == objective and c.layer == layer)
+
+    def accuracy(self, objective: str) -> Interval:
+        return self.exact_match[list(self.objectives).index(
+            choice("objective", objective, self.objectives))]
+
+    def nmi_by_layer(self) -> dict[str, list[tuple[float, float, float]]]:
+        """``{objective: [(mean, low, high) of layer 1, …]}``: the input of
+        :func:`moe_routing.verdicts.hf_routing.hf_same_contrast`."""
+        return {o: [self.cell(o, l).nmi.as_tuple() for l in range(1, self.n_layers + 1)]
+                for o in self.objectives}
+
+
+# ----------------------------------------------------------------------------- measuring
+def _objectives(objectives) -> tuple[str, ...]:
+    objs = sequence("objectives", objectives, "a sequence of objectives (a list, even of one)")
+    out = tuple(choice(f"objectives[{i}]", o, OBJECTIVES) for i, o in enumerate(objs))
+    require(len(set(out)) == len(out), "objectives", list(out), "distinct objectives")
+    return out
+
+
+def _seeds(seeds) -> tuple[int, ...]:
+    s = sequence("seeds", seeds, "a sequence of seeds (a list, even of one)")
+    out = tuple(integer(f"seeds[{i}]", v, low=0) for i, v in enumerate(s))
+    require(len(set(out)) == len(out), "seeds", list(out), "distinct seeds")
+    return out
+
+
+def _dataset(dataset):
+    from ..knowledge import KnowledgeDataset
+
+    require(isinstance(dataset, KnowledgeDataset), "dataset", type(dataset).__name__,
+            "a moe_routing.knowledge.KnowledgeDataset (e.g. task_routing.experiment_dataset)")
+    return dataset
+
+
+def determined_positions(dataset, batch) -> np.ndarray:
+    """(N,) bool over the non-padding tokens of ``batch`` (``hf.knowledge_batch`` of the test
+    split of ``dataset``, the row order of ``hf.collect_router_logits``): the tokens that
+    predict a next token and whose prefix is continued by sentences of one task only."""
+    import torch
+
+    enc = dataset.encode_split("test")
+    require(tuple(enc.tokens.shape) == tuple(batch.input_ids.shape), "batch",
+            tuple(batch.input_ids.shape), f"the test split of this dataset {tuple(enc.tokens.shape)}")
+    nodes = enc.prefix_node[:, :-1]                                          # (M, n-1)
+    shared = torch.from_numpy(dataset.trie.ambiguous)[nodes.clamp_min(0)]
+    det = enc.loss_mask & ~shared                                            # (M, n-1)
+    det = torch.cat([det, torch.zeros_like(det[:, :1])], 1)                  # (M, n)
+    return det[batch.attention_mask.bool()].numpy() & batch.predicting.numpy()
+
+
+def _nmi_interval(task, expert, sentence, n_tasks, n_experts, seed: int = 0,
+                  n_boot: int = N_BOOT) -> tuple[float, float]:
+    """95 % bootstrap interval of NMI(task; expert), resampling sentences (all positions of
+    a sentence together): a (B, M) multinomial weighting of per-sentence count matrices."""
+    rows, inv = np.unique(sentence, return_inverse=True)
+    per = np.zeros((rows.size, n_tasks * n_experts))                          # (M, K·E)
+    np.add.at(per, (inv, task * n_experts + expert), 1.0)
+    rng = np.random.default_rng(seed)
+    w = rng.multinomial(rows.size, np.full(rows.size, 1.0 / rows.size), size=n_boot)  # (B, M)
+    boot = (w @ per).reshape(n_boot, n_tasks, n_experts)
+    # NMI lies in [0, 1]; a perfect split can come out 1 + 2e-16 in floating point
+    vals = np.clip([rm.normalized_mutual_info(c) for c in boot], 0.0, 1.0)
+    lo, hi = np.quantile(vals, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def _layer_summary(layer: int, top1, topk_nmi, task, sentence, margins, n_tasks, n_experts,
+                   w_star, seed) -> LayerRoutingSummary:
+    from ..boundary.mass import boundary_mass_from_margins
+
+    summ = rm.routing_summary(task, top1, n_tasks, n_experts)
+    lo, hi = _nmi_interval(task, top1, sentence, n_tasks, n_experts, seed)
+    nmi = float(np.clip(summ["nmi"], 0.0, 1.0))
+    bm = boundary_mass_from_margins(np.asarray(margins, dtype=np.float64), np.array([w_star]))
+    return LayerRoutingSummary(
+        layer=layer, n_positions=int(task.size), nmi=nmi, nmi_low=min(lo, nmi),
+        nmi_high=max(hi, nmi), purity=float(summ["purity"]),
+        load_entropy=float(summ["load_entropy_normalised"]),
+        max_utilisation=float(max(summ["utilisation"])), nmi_topk=float(topk_nmi),
+        counts=tuple(tuple(int(x) for x in row) for row in summ["counts"]),
+        margin_median=float(np.median(margins)), bm=float(bm.estimate[0]),
+        bm_low=float(bm.lower[0]), bm_high=float(bm.upper[0]))
+
+
+def measure_hf_model(model, dataset, w_star: float = 0.1, seed: int = 0
+                     ) -> tuple[LayerRoutingSummary, ...]:
+    """Per-layer routing of a transformers MoE causal LM at the task-determined test positions
+    of ``dataset`` (its token ids: the model's vocabulary must hold them), one
+    :class:`LayerRoutingSummary` per layer (``seed``: of the NMI bootstrap).  A model without
+    router logits (a dense model, a router that is not linear) is refused by
+    :func:`moe_routing.hf.router_modules`, naming its class."""
+    from .. import hf
+
+    dataset = _dataset(dataset)
+    w_star = number("w_star", w_star, low=0, low_open=True)
+    hf.router_modules(model)                          # refuses models without router logits
+    test = hf.knowledge_batch(dataset, model, "test")
+    det = determined_positions(dataset, test)
+    require(bool(det.any()), "dataset", "no task-determined test position",
+            "a dataset whose templates determine the task somewhere in the prefix")
+    logits = hf.collect_router_logits(model, test.input_ids, test.attention_mask)
+    k = int(model.config.num_experts_per_tok)
+    per = hf.routing_measurements(logits, test.task_per_token, k, positions=det,
+                                  n_tasks=dataset.n_tasks, widths=[w_star])
+    task = test.task_per_token.numpy()[det]
+    sentence = np.repeat(np.arange(len(test)), test.lengths.numpy())[det]
+    return tuple(
+        _layer_summary(l + 1, r.experts[:, 0], r.assignments["nmi"], task, sentence, r.margins,
+                       dataset.n_tasks, logits[l].shape[1], w_star, seed)
+        for l, r in enumerate(per))
+
+
+# ----------------------------------------------------------------------------- the cache
+def dataset_fingerprint(dataset) -> str:
+    """SHA-256 (16 hex) of the dataset's encoded sentences, tasks and train/test split: two
+    datasets with the same fingerprint give every run the same input."""
+    h = hashlib.sha256()
+    for split in ("train", "test"):
+        enc = dataset.encode_split(split)
+        for t in (enc.tokens, enc.task, enc.object_pos, enc.index):
+            h.update(np.ascontiguousarray(t.numpy()).tobytes())
+        h.update(split.encode())
+    h.update(f"{dataset.n_tasks},{dataset.vocab_size},{dataset.seq_len}".encode())
+    return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """The code a run depends on: :data:`HF_ROUTING_CODE`, the task-routing training code
+    fingerprint (model, knowledge datasets, losses, torch and Python versions) and the
+    transformers version."""
+    from ..fingerprint import source_fingerprint
+    from ..hf import require_transformers
+    from .task_routing import code_fingerprint as training_code
+
+    tr = require_transformers()
+    return hashlib.sha256("\0".join([source_fingerprint(HF_ROUTING_CODE), training_code(),
+                                     tr.__version__]).encode()).hexdigest()[:16]
+
+
+def _training_key(size: MixtralSize, objective: str, seed: int, n_experts: int, w_star: float,
+                  data: str) -> dict:
+    return dict(size=asdict(size), objective=objective, seed=seed, n_experts=n_experts,
+                w_star=w_star, dataset=data)
+
+
+def _key(training_key: dict) -> str:
+    blob = json.dumps({"v": RESULT_VERSION, "code": code_fingerprint(), **training_key},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+RESULT_KEYS = ("version", "key", "training_key", "exact_match", "train_exact_match", "layers",
+               "train_s", "cpu_s")
+
+
+def _run_from(res: dict, cached: bool) -> RoutingRun:
+    layers = tuple(LayerRoutingSummary(**{**d, "counts": tuple(tuple(r) for r in d["counts"])})
+                   for d in res["layers"])
+    tk = res["training_key"]
+    return RoutingRun(objective=tk["objective"], seed=tk["seed"],
+                      exact_match=res["exact_match"], train_exact_match=res["train_exact_match"],
+                      layers=layers, train_s=res["train_s"], cpu_s=res["cpu_s"], cached=cached)
+
+
+def train_and_measure(dataset, objective: str, seed: int, n_experts: int,
+                      size: MixtralSize | None = None, w_star: float = 0.1,
+                      artifacts_dir=None) -> RoutingRun:
+    """One Mixtral-style run: train (:func:`moe_routing.hf.train_hf_moe`) and measure
+    (:func:`measure_hf_model`); with ``artifacts_dir``, read back a usable cached result or
+    write the new one atomically (module docstring)."""
+    from .. import hf
+
+    dataset = _dataset(dataset)
+    objective = choice("objective", objective, OBJECTIVES)
+    seed = integer("seed", seed, low=0)
+    n_experts = integer("n_experts", n_experts, low=2)
+    w_star = number("w_star", w_star, low=0, low_open=True)
+    size = MixtralSize() if size is None else size
+    require(isinstance(size, MixtralSize), "size", type(size).__name__,
+            "a MixtralSize (None: its defaults)")
+    tk = _training_key(size, objective, seed, n_experts, w_star, dataset_fingerprint(dataset))
+    key = _key(tk)
+    path = None
+    if artifacts_dir is not None:
+        path = Path(artifacts_dir) / "hf_routing" / f"{key}.json"
+        res, problem = read_cached(path, version=RESULT_VERSION, required=RESULT_KEYS, key=key,
+                                   training_key=tk)
+        if problem:
+            log.warning("hf_routing: ignoring cached run %s", problem)
+        if res is not None:
+            return _run_from(res, cached=True)
+    t0, c0 = time.perf_counter(), time.process_time()
+    cfg = size.mixtral_config(dataset.vocab_size, dataset.seq_len, n_experts)
+    r = hf.train_hf_moe(cfg, dataset, objective, steps=size.steps, seed=seed,
+                        batch_size=size.batch_size, lr=size.lr,
+                        lb_coef=size.lb_coef if objective == "ce+lb" else None,
+                        router_alpha=size.router_alpha, log_every=size.steps,
+                        measure_routing=False)
+    layers = measure_hf_model(r.model, dataset, w_star, seed)
+    res = dict(version=RESULT_VERSION, key=key, training_key=tk, exact_match=r.exact_match,
+               train_exact_match=r.train_exact_match, layers=[asdict(x) for x in layers],
+               train_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0,
+               history=r.history)
+    if path is not None:
+        atomic_write_json(path, res)
+    return _run_from(json.loads(json.dumps(res)), cached=False)
+
+
+# ----------------------------------------------------------------------------- over seeds
+def _interval(values, lows, highs) -> Interval:
+    return Interval(float(np.mean(values)), float(min(lows)), float(max(highs)), len(values))
+
+
+def _wilson(p: float, n: int) -> tuple[float, float]:
+    from ..boundary.mass import wilson_interval
+
+    lo, hi = wilson_interval(np.array([round(p * n)]), n)
+    return float(np.asarray(lo).reshape(-1)[0]), float(np.asarray(hi).reshape(-1)[0])
+
+
+def summarise(model: str, runs: Sequence[RoutingRun], w_star: float, n_test: int
+              ) -> RoutingComparison:
+    """:class:`RoutingComparison` of ``runs`` (every objective × seed, each with the same
+    layers); ``n_test`` the test sentences (for the exact match's binomial interval)."""
+    runs = tuple(runs)
+    require(len(runs) > 0, "runs", "none", "at least one run")
+    objectives = tuple(dict.fromkeys(r.objective for r in runs))
+    seeds = tuple(dict.fromkeys(r.seed for r in runs))
+    n_layers = len(runs[0].layers)
+    for r in runs:
+        require(len(r.layers) == n_layers, f"runs ({r.objective}, seed {r.seed}).layers",
+                len(r.layers), f"{n_layers} (every run of one model has the same layers)")
+    by = {(r.objective, r.seed): r for r in runs}
+    require(len(by) == len(objectives) * len(seeds), "runs",
+            sorted(by), "one run per objective and seed, every combination")
+    ordered = tuple(by[o, s] for o in objectives for s in seeds)
+    cells, acc = [], []
+    for o in objectives:
+        rs = [by[o, s] for s in seeds]
+        for l in range(n_layers):
+            ls = [r.layers[l] for r in rs]
+
+            def pt(name, ls=ls):
+                v = [getattr(x, name) for x in ls]
+                return _interval(v, v, v)
+
+            counts = np.sum([np.asarray(x.counts) for x in ls], axis=0)
+            cells.append(ObjectiveLayer(
+                objective=o, layer=l + 1,
+                nmi=_interval([x.nmi for x in ls], [x.nmi_low for x in ls],
+                              [x.nmi_high for x in ls]),
+                purity=pt("purity"), load_entropy=pt("load_entropy"),
+                max_utilisation=pt("max_utilisation"),
+                bm=_interval([x.bm for x in ls], [x.bm_low for x in ls], [x.bm_high for x in ls]),
+                margin_median=pt("margin_median"),
+                counts=tuple(tuple(int(c) for c in row) for row in counts)))
+        ems = [r.exact_match for r in rs]
+        wil = [_wilson(p, n_test) for p in ems]
+        acc.append(_interval(ems, [min(w[0], p) for w, p in zip(wil, ems)],
+                             [max(w[1], p) for w, p in zip(wil, ems)]))
+    return RoutingComparison(model=model, objectives=objectives, seeds=seeds, n_layers=n_layers,
+                             w_star=w_star, runs=ordered, cells=tuple(cells),
+                             exact_match=tuple(acc))
+
+
+def hf_routing_experiment(dataset, n_experts: int, seeds: Iterable[int] = (0, 1),
+                          size: MixtralSize | None = None, objectives=OBJECTIVES,
+                          w_star: float = 0.1, artifacts_dir=None) -> RoutingComparison:
+    """Train and measure the Mixtral-style model for every objective and seed on ``dataset``
+    (the training chapter's A-Fig. 2 dataset, ``n_experts`` its number of experts: task k's
+    designated expert is ``k mod n_experts`` in both models); cached under ``artifacts_dir``."""
+    dataset = _dataset(dataset)
+    objectives, seeds = _objectives(objectives), _seeds(seeds)
+    runs = [train_and_measure(dataset, o, s, n_experts, size, w_star, artifacts_dir)
+            for o in objectives for s in seeds]
+    return summarise("Mixtral-style", runs, w_star, len(dataset.encode_split("test")))
+
+
+def library_routing(models: Mapping[tuple[str, int], object], dataset,
+                    exact_match: Mapping[tuple[str, int], float],
+                    w_star: float = 0.1) -> RoutingComparison:
+    """The same measurements on the library's trained models (``{(objective, seed):
+    MoETransformer}``, one layer, top-1; e.g. :func:`.task_routing.load_model` of the training
+    chapter's runs) at the same positions; ``exact_match`` their test exact match, same keys
+    (the runs' ``accuracy``)."""
+    from .bridge import router_margins
+
+    dataset = _dataset(dataset)
+    require(isinstance(models, Mapping) and len(models) > 0, "models", type(models).__name__,
+            "a non-empty mapping {(objective, seed): trained MoETransformer}")
+    require(isinstance(exact_match, Mapping) and set(exact_match) == set(models),
+            "exact_match keys", sorted(exact_match) if isinstance(exact_match, Mapping)
+            else type(exact_match).__name__, f"the keys of models {sorted(models)}")
+    runs = []
+    for (o, s), m in models.items():
+        choice("objective", o, OBJECTIVES)
+        mg = router_margins(m, dataset, positions="determined")
+        top1 = np.argmax(mg.logits, axis=1)
+        n_exp = mg.logits.shape[1]
+        lay = _layer_summary(1, top1, rm.normalized_mutual_info(rm.task_expert_counts(
+            mg.task, top1, dataset.n_tasks, n_exp)), mg.task, mg.sentence, mg.margins,
+            dataset.n_tasks, n_exp, w_star, s)
+        em = number(f"exact_match[{o!r}, {s}]", exact_match[o, s], low=0, high=1)
+        runs.append(RoutingRun(o, int(s), em, float("nan"), (lay,), 0.0, 0.0, False))
+    return summarise("library", runs, w_star, len(dataset.encode_split("test")))
+
+
+__all__ = ["CONTRAST_PAIRS", "HF_ROUTING_CODE", "Interval", "LayerRoutingSummary", "MixtralSize",
+           "ObjectiveLayer", "RoutingComparison", "RoutingRun", "code_fingerprint",
+           "dataset_fingerprint", "determined_positions", "hf_routing_experiment",
+           "library_routing", "measure_hf_model", "summarise", "train_and_measure"]

@@ -1,0 +1,461 @@
+"""Temperature in training (ours): does a trained router leave the symmetric state at ∝ 1/τ?
+
+Paper B (Proposition 6.3) linearises the gradient flow of its two-expert Gaussian model at the
+symmetric state (router w = 0, experts equal up to a small contrast δ): ẇ = M δ / (2τ),
+δ̇ = M w / τ, so the unstable mode grows like exp(λ t / τ) -- at a rate ∝ 1/τ
+(:mod:`moe_routing.landscape.symmetry`).  This module asks the same question of paper A's
+transformer trained on the knowledge datasets, with every hypothesis made concrete:
+
+* **soft mixture** -- ``top_k = n_experts`` with the renormalised gate, so the MoE output is
+  Σ_k softmax(a/τ)_k f_k(x), paper B's soft gate.  (Paper A's top-1 Switch gate scales the
+  chosen expert's output by its probability, so even with identical experts its output
+  depends on the router: B's "at exact symmetry the output ignores the router" fails there.)
+* **symmetric start, same for every τ** -- the model is drawn from ``seed`` (the draws do not
+  depend on τ), then the router weights are set to ``router_init``·N(0, 1) and every expert to
+  expert 0 plus a relative perturbation ``expert_init``, both from a generator seeded by
+  ``seed``: only τ differs between the runs of one seed.
+* **gradient flow** -- plain full-batch gradient descent (``optimizer="sgd"``, constant ``lr``)
+  on a fixed set of ``n_sentences`` training sentences: the Euler discretisation of the flow
+  the proposition linearises.  Adam-type optimisers divide each update by the gradient's scale,
+  which removes the router gradient's 1/τ factor; ``optimizer="adamw"`` (no weight decay) runs
+  the same experiment to show what that does.
+* **plain cross-entropy** -- the paper's setting: specialisation from the data loss alone.
+  The task-router loss would supervise the router directly (a constant push at w = 0, not an
+  instability), so it is not the quantity Proposition 6.3 describes.
+
+Two measures of the router, recorded before every step:
+
+* the **router contrast** |w| -- the Frobenius norm of the router weights centred over the
+  experts, B's state variable (the norm of w in :func:`.symmetry.fit_growth_rate`);
+* the **task-aligned component** A -- at the template-determined positions (the prefix is
+  continued by one task only, as in :mod:`.bridge`), the router's raw logits ``W x`` (the
+  model's logits times τ: B's state is w, not w/τ) centred over the experts, and their
+  between-task spread ``A = sqrt(Σ_k f_k |μ_k − μ|²)`` (μ_k the mean centred logit vector of
+  task k's positions, f_k their share, μ the overall mean): the projection of the logits on
+  the task-indicator directions.
+
+The **growth rate** is the least-squares slope of log |w| (or log A) against the step over the
+window where the softmax's argument (the largest |centred logit|/τ) first lies in ``band`` =
+(lo, hi): above lo the start's transient (w = 0 grows first like t, not exponentially) is
+over, below hi the softmax is still linear -- the same band of the linearisation for every τ.
+A fit counts only when the growth is log-linear there (:meth:`GrowthFit.log_linear`: R² and
+the ratio of the window's two halves' slopes), so a drift that is a power of t -- AdamW's
+router grows like t -- is never read as a rate.
+
+Shapes: ``n`` sentences, ``t`` positions, ``e`` experts, ``S`` steps.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .. import validation as check
+
+OPTIMIZERS = ("sgd", "adamw")
+MEASURES = ("aligned", "contrast")
+
+
+@dataclass(frozen=True)
+class TemperatureSetup:
+    """One experiment: the data, the model's shape and the training of every run.
+
+    Data: ``n_tasks`` tasks of the embedded knowledge base (``n_relations``, ``n_pairs``,
+    ``n_templates``, ``data_seed``; the first ``n_tasks`` of a ``task_seed`` permutation, the
+    selection of :mod:`.task_routing`), ``n_sentences`` training sentences (a fixed draw).
+    Model: ``d_model``, ``n_heads``, ``d_expert``, ``n_experts`` (soft mixture, module doc).
+    Training: at most ``steps`` full-batch steps of ``optimizer`` at constant ``lr`` (with
+    ``stop_early``, a run stops once the softmax's argument leaves ``band``); the symmetric
+    start ``router_init``, ``expert_init``.  Fit: ``band`` of the softmax's argument.
+    """
+
+    n_tasks: int = 2
+    n_experts: int = 2
+    n_relations: int = 8
+    n_pairs: int = 20
+    n_templates: int = 5
+    data_seed: int = 0
+    task_seed: int = 0
+    n_sentences: int = 48
+    d_model: int = 16
+    n_heads: int = 4
+    d_expert: int = 16
+    steps: int = 150
+    lr: float = 0.1
+    optimizer: str = "sgd"
+    router_init: float = 0.0
+    expert_init: float = 1e-4
+    band: tuple[float, float] = (1e-3, 0.1)
+    stop_early: bool = True
+
+    def __post_init__(self):
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        for name in ("n_relations", "n_heads", "d_expert", "steps", "n_templates"):
+            put(name, check.integer(f"TemperatureSetup.{name}", getattr(self, name), low=1))
+        put("n_experts", check.integer("TemperatureSetup.n_experts", self.n_experts, low=2))
+        put("n_tasks", check.integer("TemperatureSetup.n_tasks", self.n_tasks, low=2,
+                                     high=self.n_relations))
+        put("n_pairs", check.integer("TemperatureSetup.n_pairs", self.n_pairs, low=2))
+        put("n_sentences", check.integer("TemperatureSetup.n_sentences", self.n_sentences,
+                                         low=2))
+        for name in ("data_seed", "task_seed"):
+            put(name, check.integer(f"TemperatureSetup.{name}", getattr(self, name), low=0))
+        put("d_model", check.integer("TemperatureSetup.d_model", self.d_model, low=1))
+        check.require(self.d_model % self.n_heads == 0, "TemperatureSetup.d_model",
+                      self.d_model, f"an integer divisible by n_heads={self.n_heads}")
+        put("lr", check.positive("TemperatureSetup.lr", self.lr))
+        check.choice("TemperatureSetup.optimizer", self.optimizer, OPTIMIZERS)
+        put("router_init", check.number("TemperatureSetup.router_init", self.router_init,
+                                        low=0))
+        put("expert_init", check.number("TemperatureSetup.expert_init", self.expert_init,
+                                        low=0))
+        accepted = "(lo, hi) with 0 < lo < hi: the band of max |centred logit|/τ fitted"
+        try:
+            lo, hi = self.band
+        except (TypeError, ValueError):
+            check.fail("TemperatureSetup.band", self.band, accepted)
+        lo = check.positive("TemperatureSetup.band[0]", lo)
+        hi = check.positive("TemperatureSetup.band[1]", hi)
+        check.require(lo < hi, "TemperatureSetup.band", self.band, accepted)
+        put("band", (lo, hi))
+        put("stop_early", check.flag("TemperatureSetup.stop_early", self.stop_early))
+
+    def replace(self, **changes) -> "TemperatureSetup":
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class GrowthRun:
+    """One run from the symmetric start at temperature ``tau``, ``seed``.
+
+    ``aligned`` (S + 1,): the task-aligned component A before each of the S steps taken and
+    after the last (a run stopped early ends at the step that left the band: S ≤ ``steps``);
+    ``router_contrast`` (S + 1,): Frobenius norm of the router weights centred over experts
+    (B's |w|); ``max_scaled`` (S + 1,): largest |centred logit|/τ (the softmax's argument);
+    ``loss`` (S,): cross-entropy at each step.  ``fit`` / ``fit_contrast``: the
+    :class:`GrowthFit` of A and of |w|; :meth:`rate` reads either when it is log-linear.
+    """
+
+    tau: float
+    seed: int
+    optimizer: str
+    aligned: np.ndarray
+    router_contrast: np.ndarray
+    max_scaled: np.ndarray
+    loss: np.ndarray
+    fit: "GrowthFit"
+    fit_contrast: "GrowthFit"
+    wall_s: float
+
+    def rate(self, measure: str = "aligned") -> float:
+        """The fitted rate of A (``"aligned"``) or of |w| (``"contrast"``) when its growth is
+        log-linear on the window, else NaN."""
+        check.choice("measure", measure, MEASURES)
+        f = self.fit if measure == "aligned" else self.fit_contrast
+        return f.rate if f.log_linear() else math.nan
+
+    def alignment(self) -> float:
+        """A / (largest |centred logit|) at the end of the fitted window of |w|: the share of
+        the router's logit contrast that separates the tasks (1: only between tasks)."""
+        b = self.fit_contrast.window[1]
+        b = b if b >= 0 else self.aligned.size - 1
+        den = self.max_scaled[b] * self.tau
+        return float(self.aligned[b] / den) if den > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class TemperatureScaling:
+    """log(rate) against log(1/τ) over the fitted runs: ``slope`` (prediction 1) with its
+    ``slope_ci`` (95 %, t quantile, the runs of every seed pooled), ``rate_tau`` (per τ, the
+    seeds' mean rate·τ: constant under the prediction), ``n_fitted`` of ``n_runs``."""
+
+    taus: np.ndarray
+    rates: np.ndarray          # (n_seeds, n_taus), NaN where not fitted
+    slope: float
+    slope_ci: tuple[float, float]
+    rate_tau: np.ndarray
+    n_fitted: int
+    n_runs: int
+
+
+@lru_cache(maxsize=4)
+def _knowledge(n_relations: int, n_pairs: int, n_templates: int, data_seed: int,
+               tasks: tuple[int, ...]):
+    """The dataset of ``tasks``: built once per process (every run of a sweep reads it)."""
+    from ..knowledge import build_dataset
+
+    full = build_dataset(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
+                         seed=data_seed)
+    return full.subset(list(tasks))
+
+
+def _dataset(setup: TemperatureSetup):
+    perm = np.random.default_rng(setup.task_seed).permutation(setup.n_relations)
+    return _knowledge(setup.n_relations, setup.n_pairs, setup.n_templates, setup.data_seed,
+                      tuple(sorted(int(i) for i in perm[:setup.n_tasks])))
+
+
+def _batch(setup: TemperatureSetup):
+    """The fixed training set: (inputs (n, t), targets (n, t), loss mask (n, t), determined
+    (n, t), task (n,), vocabulary size)."""
+    import torch
+
+    ds = _dataset(setup)
+    enc = ds.encode_split("train")
+    n = min(setup.n_sentences, len(enc))
+    sel = torch.randperm(len(enc), generator=torch.Generator().manual_seed(setup.data_seed))[:n]
+    loss_mask = enc.loss_mask[sel]
+    shared = torch.from_numpy(ds.trie.ambiguous)[enc.prefix_node[sel, :-1].clamp_min(0)]
+    determined = loss_mask & ~shared
+    check.require(len(set(enc.task[sel][determined.any(1)].tolist())) >= 2,
+                  "TemperatureSetup.n_sentences", setup.n_sentences,
+                  "enough sentences that two tasks have template-determined positions")
+    return (enc.inputs[sel], enc.targets_masked(-100)[sel], loss_mask, determined,
+            enc.task[sel], ds.vocab_size)
+
+
+def symmetric_model(setup: TemperatureSetup, tau: float, seed: int, vocab_size: int,
+                    max_len: int):
+    """The soft-mixture model at the symmetric start (module doc): the same weights for every
+    τ of one seed; with ``router_init = expert_init = 0`` the state is exactly symmetric."""
+    import torch
+
+    from ..model import MoEConfig, MoETransformer
+    from ..runtime import seed_everything
+
+    tau = check.temperature("tau", tau)
+    seed = check.integer("seed", seed, low=0)
+    cfg = MoEConfig(vocab_size=vocab_size, max_len=max_len, d_model=setup.d_model,
+                    n_heads=setup.n_heads, n_experts=setup.n_experts, d_expert=setup.d_expert,
+                    top_k=setup.n_experts, gate="renormalised", router_temperature=tau)
+    seed_everything(seed)
+    model = MoETransformer(cfg)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        r = model.router.weight
+        r.copy_(setup.router_init * torch.randn(r.shape, generator=g))
+        ex = model.experts
+        for p in (ex.w1, ex.b1, ex.w2, ex.b2):
+            scale = setup.expert_init * float(p[0].std()) if p[0].numel() > 1 else 0.0
+            scale = scale or setup.expert_init * model.config.init_std
+            p.copy_(p[0:1].expand_as(p) + scale * torch.randn(p.shape, generator=g))
+    return model
+
+
+def task_aligned(raw_logits, determined, task) -> float:
+    """A: the between-task spread of the centred raw router logits at the determined
+    positions.  ``raw_logits`` (n, t, e), ``determined`` (n, t) bool, ``task`` (n,)."""
+    z = raw_logits - raw_logits.mean(-1, keepdim=True)                     # (n, t, e)
+    zd = z[determined].double()                                           # (m, e)
+    tk = task[:, None].expand_as(determined)[determined]                  # (m,)
+    mu = zd.mean(0)
+    total = 0.0
+    for k in tk.unique():
+        sel = tk == k
+        total += float(sel.double().mean()) * float(((zd[sel].mean(0) - mu) ** 2).sum())
+    return math.sqrt(total)
+
+
+@dataclass(frozen=True)
+class GrowthFit:
+    """The exponential fit of one trajectory: ``window`` (first, last) step, ``rate`` = the
+    least-squares slope of log value against the step (NaN when the window holds fewer than
+    5 steps), ``r2`` its R², ``halves`` = (slope over the window's second half) / (slope over
+    its first half): 1 for an exponential, ≪ 1 for a power of t (a linear drift gives ≈ 0.1
+    over three decades), so a band of the softmax's argument cannot pass a drift for a rate."""
+
+    window: tuple[int, int]
+    rate: float
+    r2: float
+    halves: float
+
+    def log_linear(self, min_r2: float = 0.9, halves: tuple[float, float] = (0.5, 2.0)
+                   ) -> bool:
+        """The growth is exponential on the window: R² ≥ ``min_r2`` and the halves' ratio in
+        ``halves``."""
+        return bool(np.isfinite(self.rate) and self.rate > 0 and self.r2 >= min_r2
+                    and halves[0] <= self.halves <= halves[1])
+
+
+def _slope(steps, ly) -> float:
+    return float(np.polyfit(steps, ly, 1)[0]) if steps.size >= 3 else math.nan
+
+
+def fit_growth(values, scaled, band) -> GrowthFit:
+    """Fit log ``values`` (S,) against the step over the window where the softmax's argument
+    ``scaled`` (S,) first lies in ``band`` = (lo, hi): from the first step with scaled ≥ lo to
+    the last before scaled first exceeds hi -- the same band of the linearisation for every
+    τ (below lo the start's transient, above hi the softmax is no longer linear)."""
+    values = check.finite_array("values", values, ndim=1, low=0)
+    scaled = check.finite_array("scaled", scaled, shape=(values.size,), low=0)
+    lo, hi = band
+    start = np.nonzero(scaled >= lo)[0]
+    if not start.size:
+        return GrowthFit((0, -1), math.nan, math.nan, math.nan)
+    a = int(start[0])
+    over = np.nonzero(scaled[a:] > hi)[0]
+    b = a + int(over[0]) - 1 if over.size else scaled.size - 1
+    steps = np.arange(a, b + 1)
+    y = values[a:b + 1]
+    if steps.size < 5 or not np.all(y > 0):
+        return GrowthFit((a, b), math.nan, math.nan, math.nan)
+    ly = np.log(y)
+    slope, icpt = np.polyfit(steps, ly, 1)
+    resid = ly - (slope * steps + icpt)
+    ss = float(((ly - ly.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid ** 2).sum()) / ss if ss > 0 else 0.0
+    m = steps.size // 2
+    first, second = _slope(steps[:m + 1], ly[:m + 1]), _slope(steps[m:], ly[m:])
+    halves = second / first if first > 0 else math.nan
+    return GrowthFit((a, b), float(slope), r2, float(halves))
+
+
+def train_from_symmetry(setup: TemperatureSetup, tau: float, seed: int = 0) -> GrowthRun:
+    """Train one run from the symmetric start; measure A, |w| and max|a|/τ before every step.
+
+    With ``setup.stop_early`` the run stops once the softmax's argument has left the fitted
+    band (the window is complete; what follows is the nonlinear phase), so the arrays may be
+    shorter than ``steps + 1``."""
+    import torch
+    import torch.nn.functional as F
+
+    check.instance("setup", setup, TemperatureSetup, "a TemperatureSetup")
+    t0 = time.perf_counter()
+    inputs, targets, loss_mask, determined, task, vocab = _batch(setup)
+    model = symmetric_model(setup, tau, seed, vocab, inputs.shape[1])
+    tau = float(model.config.router_temperature)
+    params = list(model.parameters())
+    opt = (torch.optim.SGD(params, lr=setup.lr) if setup.optimizer == "sgd"
+           else torch.optim.AdamW(params, lr=setup.lr, weight_decay=0.0))
+    keep = targets != -100
+    aligned, contrast, scaled, losses = [], [], [], []
+
+    def record(router_logits):
+        with torch.no_grad():
+            raw = router_logits * tau                                      # (n, t, e) = W x
+            aligned.append(task_aligned(raw, determined, task))
+            w = model.router.weight                                       # (e, d)
+            contrast.append(float((w - w.mean(0, keepdim=True)).norm()))
+            c = raw - raw.mean(-1, keepdim=True)
+            scaled.append(float(c[loss_mask].abs().max()) / tau)
+
+    for s in range(setup.steps):
+        out = model(inputs)
+        record(out.router_logits)
+        if setup.stop_early and scaled[-1] > setup.band[1]:
+            break
+        loss = F.cross_entropy(out.logits[keep], targets[keep])
+        check.require(bool(torch.isfinite(loss)), "TemperatureSetup.lr", setup.lr,
+                      f"a smaller learning rate: the loss is not finite at step {s} "
+                      f"(τ = {tau:g})")
+        losses.append(float(loss.detach()))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    else:
+        with torch.no_grad():
+            record(model(inputs).router_logits)
+    aligned, contrast, scaled = np.array(aligned), np.array(contrast), np.array(scaled)
+    return GrowthRun(tau=tau, seed=seed, optimizer=setup.optimizer, aligned=aligned,
+                     router_contrast=contrast, max_scaled=scaled, loss=np.array(losses),
+                     fit=fit_growth(aligned, scaled, setup.band),
+                     fit_contrast=fit_growth(contrast, scaled, setup.band),
+                     wall_s=time.perf_counter() - t0)
+
+
+def temperature_sweep(setup: TemperatureSetup, taus, seeds) -> tuple[GrowthRun, ...]:
+    """Every (seed, τ) run, seeds outer: ``len(seeds) * len(taus)`` runs."""
+    taus = check.temperatures("taus", taus)
+    check.require(taus.size >= 2 and np.unique(taus).size == taus.size, "taus", taus.tolist(),
+                  "at least two distinct temperatures")
+    seeds = [check.integer(f"seeds[{i}]", s, low=0) for i, s in
+             enumerate(check.sequence("seeds", seeds, "a non-empty list of seeds ≥ 0"))]
+    return tuple(train_from_symmetry(setup, float(t), s) for s in seeds for t in taus)
+
+
+def _loglog(taus, values, confidence: float):
+    """Pooled fit log(value) = p·log(1/τ) + c over the finite positive values: (p, (lo, hi),
+    n) with a t interval of n − 2 degrees of freedom (lo = hi = p when n = 2)."""
+    from scipy import stats
+
+    ok = np.isfinite(values) & (values > 0)
+    x = np.log(1.0 / np.broadcast_to(taus, values.shape)[ok])
+    y = np.log(values[ok])
+    n = int(ok.sum())
+    if n < 2 or np.ptp(x) <= 0:
+        return math.nan, (math.nan, math.nan), n
+    slope, icpt = np.polyfit(x, y, 1)
+    if n == 2:
+        return float(slope), (float(slope), float(slope)), n
+    resid = y - (slope * x + icpt)
+    se = math.sqrt(float((resid ** 2).sum()) / (n - 2) / float(((x - x.mean()) ** 2).sum()))
+    q = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
+    return float(slope), (float(slope - q * se), float(slope + q * se)), n
+
+
+def _grid(runs, value):
+    """(taus (T,), seeds, values (n_seeds, T)) with ``value(run)`` placed by seed and τ."""
+    taus = np.unique([r.tau for r in runs])
+    seeds = sorted({r.seed for r in runs})
+    out = np.full((len(seeds), taus.size), np.nan)
+    for r in runs:
+        out[seeds.index(r.seed), int(np.searchsorted(taus, r.tau))] = value(r)
+    return taus, seeds, out
+
+
+def rate_scaling(runs, measure: str = "contrast", confidence: float = 0.95
+                 ) -> TemperatureScaling:
+    """Fit log(rate) = p·log(1/τ) + c over the runs whose ``measure`` (``"contrast"``: |w|,
+    ``"aligned"``: A) grew log-linearly, pooled over seeds (the interval uses the t quantile
+    with n − 2 degrees of freedom: the seeds' runs are treated as independent)."""
+    runs = check.sequence_of("runs", runs, GrowthRun)
+    check.choice("measure", measure, MEASURES)
+    confidence = check.probability("confidence", confidence)
+    taus, _, rates = _grid(runs, lambda r: r.rate(measure))
+    slope, (lo, hi), n = _loglog(taus, rates, confidence)
+    ok = np.isfinite(rates) & (rates > 0)
+    with warnings.catch_warnings():          # a τ with no fitted run: NaN, said by n_fitted
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rate_tau = np.nanmean(np.where(ok, rates, np.nan) * taus, axis=0)
+    return TemperatureScaling(taus=taus, rates=rates, slope=float(slope),
+                              slope_ci=(float(lo), float(hi)), rate_tau=rate_tau,
+                              n_fitted=n, n_runs=len(runs))
+
+
+@dataclass(frozen=True)
+class StepScaling:
+    """The value of ``measure`` after ``step`` steps against 1/τ: ``values`` (n_seeds, n_taus),
+    ``slope`` of log value against log(1/τ) with ``slope_ci`` (as :func:`rate_scaling`).  Under
+    AdamW the router moves by about ``lr`` per coordinate and step whatever its gradient's
+    scale, so the slope is about 0; under SGD the 1/τ of the gradient makes it positive."""
+
+    taus: np.ndarray
+    values: np.ndarray
+    step: int
+    measure: str
+    slope: float
+    slope_ci: tuple[float, float]
+
+
+def step_scaling(runs, step: int, measure: str = "contrast", confidence: float = 0.95
+                 ) -> StepScaling:
+    """:class:`StepScaling` of the runs at ``step`` (every run must have reached it)."""
+    runs = check.sequence_of("runs", runs, GrowthRun)
+    check.choice("measure", measure, MEASURES)
+    shortest = min(r.aligned.size for r in runs) - 1
+    step = check.integer("step", step, low=1, high=shortest)
+    confidence = check.probability("confidence", confidence)
+    taus, _, values = _grid(runs, lambda r: (r.router_contrast if measure == "contrast"
+                                             else r.aligned)[step])
+    slope, ci, _ = _loglog(taus, values, confidence)
+    return StepScaling(taus=taus, values=values, step=step, measure=measure, slope=slope,
+                       slope_ci=ci)

@@ -123,6 +123,21 @@ def test_no_solution_line_reaches_the_student(built, name):
     assert all(ln in sol_text for ln in solution)
 
 
+def _wrong_solution(b, right, wrong_line, tmp_path):
+    """The reference solution with the one line ``right`` replaced by ``wrong_line``."""
+    nb = json.loads(b.solution.read_text())
+    hits = 0
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if right in src:
+            cell["source"] = src.replace(right, wrong_line)
+            hits += 1
+    assert hits == 1
+    wrong = tmp_path / "wrong.ipynb"
+    wrong.write_text(json.dumps(nb))
+    return wrong
+
+
 def test_hidden_tests_catch_a_wrong_normalisation(built, tmp_path):
     """f_bi = count_bi / T instead of count_bi / (T k): right for top-1, wrong for top-2.
 
@@ -132,17 +147,7 @@ def test_hidden_tests_catch_a_wrong_normalisation(built, tmp_path):
     which must be reported, not graded and not stop the others.
     """
     b = built["load_balancing"]
-    nb = json.loads(b.solution.read_text())
-    right = "f = counts / idx.shape[1]"
-    hits = 0
-    for cell in nb["cells"]:
-        src = "".join(cell["source"])
-        if right in src:
-            cell["source"] = src.replace(right, "f = counts / n_tok")
-            hits += 1
-    assert hits == 1
-    wrong = tmp_path / "wrong.ipynb"
-    wrong.write_text(json.dumps(nb))
+    wrong = _wrong_solution(b, "f = counts / idx.shape[1]", "f = counts / n_tok", tmp_path)
     other = tmp_path / "other.ipynb"
     other.write_text(built["two_task_router"].student.read_text())
     sheet = tmp_path / "grades.csv"
@@ -166,17 +171,8 @@ def test_hidden_tests_catch_a_second_hop_counted_per_chain(built, tmp_path):
     test passes; the hidden test, with two chains sharing a second hop, must take the points of
     question 3 away, and only those."""
     b = built["two_hop"]
-    nb = json.loads(b.solution.read_text())
-    right = "second_hops = {r2 for _, r2 in chains.values()}"
-    hits = 0
-    for cell in nb["cells"]:
-        src = "".join(cell["source"])
-        if right in src:
-            cell["source"] = src.replace(right, "second_hops = [r2 for _, r2 in chains.values()]")
-            hits += 1
-    assert hits == 1
-    wrong = tmp_path / "wrong.ipynb"
-    wrong.write_text(json.dumps(nb))
+    wrong = _wrong_solution(b, "second_hops = {r2 for _, r2 in chains.values()}",
+                            "second_hops = [r2 for _, r2 in chains.values()]", tmp_path)
     rows = grade.grade_all("two_hop", [wrong], tmp_path / "grades.csv", tmp_path / "results",
                            assignments_dir=b.zip.parents[2])
     q3 = rows[0]["q3_sizes"]

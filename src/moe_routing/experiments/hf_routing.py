@@ -88,11 +88,11 @@ class MixtralSize:
 
     def __post_init__(self):
         for f in fields(self):
-            v = getattr(self, f.name)
+            v, name = getattr(self, f.name), f"{type(self).__name__}.{f.name}"
             if f.type in ("int", int):
-                object.__setattr__(self, f.name, integer(f.name, v, low=1))
+                object.__setattr__(self, f.name, integer(name, v, low=1))
             else:
-                object.__setattr__(self, f.name, number(f.name, v, low=0, low_open=True))
+                object.__setattr__(self, f.name, number(name, v, low=0, low_open=True))
         require(self.hidden_size % self.n_heads == 0, "hidden_size", self.hidden_size,
                 f"a multiple of n_heads = {self.n_heads}")
 

@@ -261,6 +261,7 @@ GQ = np.stack([np.eye(2), 2 * np.eye(2)])
 BM = boundary_mass_mc(R2, LAW2, np.geomspace(0.05, 0.5, 4), 2000, rng=0)
 XF = np.geomspace(1e-2, 1.0, 5)
 SCORE = LAW2.score([1.0, 0.5], 0.2)
+U2 = RNG.uniform(0.05, 0.95, (5, 2))   # points of the open unit cube
 
 CFG = ts.TeacherStudentConfig()
 XS = sobol_normal(16, 2, seed=0)
@@ -326,6 +327,8 @@ CASES = [
     Case(UniformBox.cube, dict(dim=2, half_width=0.5), dict(dim=C, half_width=R)),
     Case(BOX2.sample, dict(n=4, rng=0), dict(n=C, rng=SEED)),
     Case(BOX2.pdf, dict(x=X2), dict(x=Arr())),
+    Case(LAW2.from_unit_cube, dict(u=U2), dict(u=Arr(low=0.0))),
+    Case(BOX2.from_unit_cube, dict(u=U2), dict(u=Arr(low=-0.5))),
     Case(VanishingDensityLaw, dict(dim=2, alpha=2.0, half_width=1.5), dict(dim=C, alpha=R, half_width=R)),
     Case(VAN.sample, dict(n=4, rng=0), dict(n=C, rng=SEED)),
     Case(VAN.pdf, dict(x=0.5 * X2), dict(x=Arr())),
@@ -420,11 +423,15 @@ CASES = [
     Case(M2.gap, dict(x=X2, taus=[0.1, 0.2]), dict(x=Arr(), taus=TAUS)),
     Case(risk_mc, dict(model=M2, law=LAW2, taus=[0.1, 0.2], n=40, rng=0, chunk=16),
          dict(model=O, law=O, taus=TAUS, n=C, rng=SEED, chunk=C)),
+    Case(risk_mc, dict(model=M2, law=LAW2, taus=[0.1, 0.2], n=32, rng=0, chunk=16,
+                       method="rqmc", n_rep=4),
+         dict(model=O, law=O, taus=TAUS, n=C, rng=SEED, chunk=C, method=Choice(), n_rep=C)),
     Case(risk_quad_1d, dict(model=M1, law=LAW1, taus=[0.1, 0.2], interfaces=[0.0], n_gl=4),
          dict(model=O, law=O, taus=TAUS, interfaces=Arr(skip=("empty",)), n_gl=C)),
     Case(risk_layer_quadrature, dict(model=M2, law=LAW2, taus=[0.1], n_perp=4, rng=0, n_gl=4,
-                                     layer=8.0, chunk=2),
-         dict(model=O, law=O, taus=TAUS, n_perp=C, rng=SEED, n_gl=C, layer=R, chunk=C)),
+                                     layer=8.0, chunk=2, n_lines=2, k_fine=0),
+         dict(model=O, law=O, taus=TAUS, n_perp=C, rng=SEED, n_gl=C, layer=R, chunk=C,
+              n_lines=C, k_fine=C)),
     Case(risk_polar_2d, dict(model=MS, law=LAW2, taus=[0.1], rho_max=4.0, n_theta=8, n_gl=4),
          dict(model=O, law=O, taus=TAUS, rho_max=R, n_theta=C, n_gl=C)),
     Case(risk_bound, dict(taus=[0.1, 0.01], n_experts=3, B=1.0, B_star=0.5, C_m=2.0, alpha=0.5,
@@ -632,6 +639,7 @@ CASES = [
          dict(u=Arr(), beta1=Arr(), beta2=Arr(), noise_std=R)),
     Case(sy.TwoExpertGaussian.abs_teacher, dict(d=2, u=(1.0, 2.0)), dict(d=C, u=Arr())),
     Case(TWO.sample, dict(n=8, seed=2), dict(n=C, seed=C)),
+    Case(TWO.sample, dict(n=8, seed=2, method="sobol"), dict(n=C, seed=C, method=Choice())),
     Case(sy.m_operator_closed_form, dict(model=TWO), dict(model=O)),
     Case(sy.m_operator_mc, dict(X=XG, Y=YG, theta_bar=[0.1, 0.2]), dict(X=Arr(), Y=Arr(), theta_bar=Arr())),
     Case(sy.linear_growth_rates, dict(M=MG, tau=[1.0, 0.5]), dict(M=Arr(), tau=TAUS)),
@@ -810,6 +818,13 @@ DEGENERATE = {
         R2, LAW2, 1.0, 0.5, 5, bm_range=(1e-4, 1e-3), n_boot=2, rng=0), "n"),
     "one Monte Carlo draw (no standard error)": (lambda: risk_mc(M2, LAW2, [0.1], 1), "n"),
     "one perpendicular draw": (lambda: risk_layer_quadrature(M2, LAW2, [0.1], n_perp=1), "n_perp"),
+    "a unit-cube point on the cube's face, for a Gaussian": (
+        lambda: LAW2.from_unit_cube([[0.5, 0.0]]), "u"),
+    "a point outside the unit cube, for a box": (lambda: BOX2.from_unit_cube([[0.5, 1.5]]), "u"),
+    "a Sobol' sample whose size is no power of two": (
+        lambda: TWO.sample(12, seed=0, method="sobol"), "n"),
+    "randomised QMC for a law without a unit-cube map": (
+        lambda: risk_mc(M2, VAN, [0.1], 32, rng=0, method="rqmc"), "law"),
     "one direction in d = 4": (lambda: sphere_constant(SphereRouter(np.zeros(4), 1.0),
                                                        GaussianLaw.standard(4), 1), "n_nodes"),
     "one sample for M_n": (lambda: sy.m_operator_mc(XG[:1], YG[:1]), "X.shape"),

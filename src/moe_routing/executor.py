@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urlsplit
 
+from .progress import duration
 from .validation import choice, fail, integer, require
 
 log = logging.getLogger(__name__)
@@ -365,19 +366,6 @@ def one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     line = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
     return line if len(line) <= 300 else line[:299] + "…"
-
-
-def duration(seconds: float) -> str:
-    """``4.1 s``, ``36 s``, ``3 min 20 s``, ``1 h 05 min``."""
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    m, s = divmod(int(round(seconds)), 60)
-    if m < 60:
-        return f"{m} min {s:02d} s"
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min"
 
 
 class _Progress:

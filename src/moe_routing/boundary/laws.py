@@ -139,6 +139,16 @@ class GaussianLaw(InputLaw):
         z = check.generator("rng", rng).standard_normal((n, self.dim))  # (n, d)
         return self.mean + z @ self._chol.T
 
+    def from_unit_cube(self, u) -> np.ndarray:
+        """Points u of the open unit cube (n, d) mapped to this law: μ + L Φ⁻¹(u) coordinatewise.
+
+        The map of quasi-Monte Carlo: uniform (or low-discrepancy) u give N(μ, Σ) draws (or a
+        low-discrepancy sample of the law).  Entries must lie in (0, 1) (Φ⁻¹ is infinite at
+        the ends)."""
+        u = check.points("u", u, self.dim)
+        check.require(bool(np.all((u > 0) & (u < 1))), "u", u, "points of the open unit cube (0, 1)^d")
+        return self.mean + special.ndtri(u) @ self._chol.T
+
     def linear_moments(self, v, c) -> tuple[float, float]:
         """Mean and variance of the score g(X) = v·X + c: (v·μ + c, vᵀΣv).
 
@@ -268,6 +278,12 @@ class UniformBox(InputLaw):
     def sample(self, n: int, rng=None) -> np.ndarray:
         n = check.sample_size("n", n, row_bytes=8 * self.dim)
         return check.generator("rng", rng).uniform(self.low, self.high, size=(n, self.dim))
+
+    def from_unit_cube(self, u) -> np.ndarray:
+        """Points u of the unit cube [0, 1]^d (n, d) mapped affinely onto the box."""
+        u = check.points("u", u, self.dim)
+        check.require(bool(np.all((u >= 0) & (u <= 1))), "u", u, "points of the unit cube [0, 1]^d")
+        return self.low + u * (self.high - self.low)
 
     def pdf(self, x) -> np.ndarray:
         x = check.points("x", x, self.dim)

@@ -203,13 +203,20 @@ class MoERegression:
 
 @dataclass(frozen=True)
 class RiskGap:
-    """L_τ − L_0 at ``taus`` with standard errors (0 for pure quadrature); ``hard`` = L_0."""
+    """L_τ − L_0 at ``taus`` with standard errors (0 for pure quadrature); ``hard`` = L_0.
+
+    ``first_order`` / ``first_order_se``: the first-order constant lim (L_τ − L_0)/τ and its
+    standard error when the estimator computed it on the way (the control variate of
+    :func:`risk_layer_quadrature`), NaN otherwise.
+    """
 
     taus: np.ndarray
     gap: np.ndarray
     se: np.ndarray
     hard: float
     method: str
+    first_order: float = float("nan")
+    first_order_se: float = float("nan")
 
     @property
     def soft(self) -> np.ndarray:
@@ -223,14 +230,30 @@ def _model_and_law(model, law) -> None:
                   f"the router's dimension d = {model.router.dim}")
 
 
-def risk_mc(model: MoERegression, law: InputLaw, taus, n: int, rng=None, chunk: int = 1 << 16) -> RiskGap:
+def risk_mc(model: MoERegression, law: InputLaw, taus, n: int, rng=None, chunk: int = 1 << 16,
+            method: str = "mc", n_rep: int = 16) -> RiskGap:
     """Monte Carlo with common random numbers: the same n ≥ 2 inputs for every τ and for L_0
-    (two at least: the standard error of one draw is undefined)."""
+    (two at least: the standard error of one draw is undefined).
+
+    ``method="mc"`` (the reference): n independent draws, the standard error of their mean.
+    ``method="rqmc"``: randomised quasi-Monte Carlo — ``n_rep`` independent scramblings of a
+    Sobol' sequence of 2^k points each, 2^k the largest power of two ≤ n/n_rep, mapped to the law
+    by ``law.from_unit_cube`` (GaussianLaw, UniformBox).  The pointwise gap is smooth except
+    across the interfaces, where it is continuous or bounded, so in low dimension the error of
+    one scrambling falls like ≈ n^(−3/4) instead of n^(−1/2); the standard error is that of the
+    mean of the ``n_rep`` independent replicates (unbiased: each scrambled point is uniform).
+    In d = 2, 16 × 2^17 points give the error of 10^7 independent draws (measured in
+    ``benchmarks/bench_paper_profile.py``).
+    """
     t = check.temperatures("taus", taus)
     n = check.integer("n", n, low=2)
     chunk = check.integer("chunk", chunk, low=1)
+    check.choice("method", method, RISK_MC_METHODS)
+    n_rep = check.integer("n_rep", n_rep, low=2)
     _model_and_law(model, law)
     g = check.generator("rng", rng)
+    if method == "rqmc":
+        return _risk_rqmc(model, law, t, n, n_rep, chunk, g)
     s1, s2 = np.zeros(t.size), np.zeros(t.size)
     hard_sum = 0.0
     for s in range(0, n, chunk):
@@ -243,6 +266,34 @@ def risk_mc(model: MoERegression, law: InputLaw, taus, n: int, rng=None, chunk: 
     mean = s1 / n
     var = np.maximum(s2 / n - mean ** 2, 0) * n / max(n - 1, 1)
     return RiskGap(t, mean, np.sqrt(var / n), hard_sum / n, "Monte Carlo (common random numbers)")
+
+
+RISK_MC_METHODS = ("mc", "rqmc")
+
+
+def _risk_rqmc(model, law, t, n, n_rep, chunk, g) -> RiskGap:
+    """:func:`risk_mc` with ``method="rqmc"`` on checked arguments."""
+    from scipy.stats import qmc
+
+    check.require(hasattr(law, "from_unit_cube"), "law", law,
+                  "a law with a map from the unit cube (GaussianLaw, UniformBox) for "
+                  "method='rqmc'; use method='mc' for this one")
+    check.require(n >= 2 * n_rep, "n", n, f"at least 2 points per replicate (n ≥ 2·n_rep = {2 * n_rep})")
+    m = 1 << int(np.floor(np.log2(n / n_rep)))             # points per replicate, a power of 2
+    block = 1 << max(0, int(np.floor(np.log2(min(chunk, m)))))
+    est, hard = np.empty((n_rep, t.size)), np.empty(n_rep)
+    for r in range(n_rep):
+        sob = qmc.Sobol(law.dim, scramble=True, seed=g)
+        s1, h1 = np.zeros(t.size), 0.0
+        for _ in range(m // block):
+            u = np.clip(sob.random(block), 2.0 ** -60, 1 - 2.0 ** -53)  # (block, d), never 0 or 1
+            x = law.from_unit_cube(u)
+            h1 += model.hard_loss(x).sum()
+            s1 += model.gap(x, t).sum(1)
+        est[r], hard[r] = s1 / m, h1 / m
+    se = est.std(0, ddof=1) / np.sqrt(n_rep)
+    return RiskGap(t, est.mean(0), se, float(hard.mean()),
+                   f"randomised quasi-Monte Carlo ({n_rep} × 2^{m.bit_length() - 1} Sobol' points)")
 
 
 def risk_quad_1d(model: MoERegression, law: InputLaw, taus, interfaces=(0.0,), n_gl: int = 16) -> RiskGap:
@@ -266,16 +317,36 @@ def risk_quad_1d(model: MoERegression, law: InputLaw, taus, interfaces=(0.0,), n
 
 
 def risk_layer_quadrature(model: MoERegression, law: GaussianLaw, taus, n_perp: int = 4000, rng=None,
-                          n_gl: int = 12, layer: float = 32.0, chunk: int = 512) -> RiskGap:
+                          n_gl: int = 12, layer: float = 32.0, chunk: int = 512,
+                          n_lines: int | None = None, k_fine: int = 4, progress=None) -> RiskGap:
     """Binary linear router, X ~ N(μ, σ² I): quadrature across the interface, MC along it.
 
     Write X = μ + σ(T n̂ + Z_⊥) with n̂ = v/|v|, T ~ N(0, 1) ⟂ Z_⊥.  The gap vanishes like
     e^{−|g|/τ} away from the interface, so T is integrated by graded Gauss–Legendre over
     |g| ≤ ``layer``·τ (error ≤ e^{−layer} times the pointwise bound), and Z_⊥ is sampled
     (``n_perp`` draws, shared by every τ).  Experts and teacher may jump only on the interface
-    (the T-panels are graded there, nowhere else).  Returns L_τ − L_0 only: ``hard`` is NaN,
-    a marker for "not computed" (nothing is computed from it).  ``n_perp`` ≥ 2 (a standard
-    error needs two draws).
+    (the T-panels are graded there, nowhere else; ``k_fine`` panels finer than τ/|v|σ next to
+    it — 0 suffices when experts and teacher are smooth on each side: 8 nodes per panel then
+    integrate the layer to ~10⁻¹³, with 96 nodes where the defaults use 240).  Returns
+    L_τ − L_0 only: ``hard`` is NaN, a marker for "not computed" (nothing is computed from
+    it).  ``n_perp`` ≥ 2 (a standard error needs two draws).
+
+    ``n_lines=None`` (the reference): every direction's line integral is computed.  An integer
+    ``n_lines`` ≤ ``n_perp`` selects the **control-variate** estimator (ours): a direction's
+    line integral I(z) is, to first order in τ, τ·c(z) with c(z) = (first-order integrand at
+    the interface point of the line) · φ(T₀)/(|v|σ) — the coarea limit of the layer, and
+    E[c] is exactly the first-order constant of :func:`first_order_constant`.  c costs one
+    point per direction where I costs a whole line, so
+
+        L_τ − L_0 ≈ τ·mean_{n_perp}(c) + mean_{n_lines}(I − τc),
+
+    unbiased for every τ, with variance τ²Var(c)/n_perp + Var(I − τc)/n_lines +
+    2τCov(c, I − τc)/n_perp.  Since I − τc = O(τ²), a few hundred lines match the error of
+    thousands; ``first_order`` / ``first_order_se`` of the result are mean(c) and its error
+    (the first-order constant from the same directions).  Needs a transversal router and
+    experts continuous across the interface (the conditions of the first-order term); if they
+    fail the estimator stays unbiased, only less precise.  ``progress``: ``None`` or a callable
+    ``progress(i, n)`` after each of the n temperatures.
     """
     t = check.temperatures("taus", taus)
     _model_and_law(model, law)
@@ -283,6 +354,11 @@ def risk_layer_quadrature(model: MoERegression, law: GaussianLaw, taus, n_perp: 
     n_gl = check.integer("n_gl", n_gl, low=1)
     layer = check.positive("layer", layer)
     chunk = check.integer("chunk", chunk, low=1)
+    k_fine = check.integer("k_fine", k_fine, low=0)
+    if n_lines is not None:
+        n_lines = check.integer("n_lines", n_lines, low=2, high=n_perp)
+    if progress is not None:
+        check.function("progress", progress)
     r = model.router
     check.require(isinstance(r, LinearRouter) and r.n_experts == 2, "model.router", r,
                   "a binary LinearRouter")
@@ -297,28 +373,72 @@ def risk_layer_quadrature(model: MoERegression, law: GaussianLaw, taus, n_perp: 
     nhat = v / nv
     slope = nv * sig  # dg/dT
     T0 = -(v @ law.mean + c) / slope
-    z = g_rng.standard_normal((n_perp, law.dim))
-    z -= np.outer(z @ nhat, nhat)  # (n_perp, d): the component along n̂ removed
+    if n_lines is None:
+        z = g_rng.standard_normal((n_perp, law.dim))
+        z -= np.outer(z @ nhat, nhat)  # (n_perp, d): the component along n̂ removed
+        ctrl = None
+    else:
+        z, ctrl = _interface_control(model, law, sig, nhat, T0, slope, n_perp, n_lines, g_rng)
     gaps, ses = [], []
-    for ti in t:
-        half = layer * ti / slope
-        lo, hi = max(T0 - half, -14.0), min(T0 + half, 14.0)
-        if hi <= lo:
-            gaps.append(0.0)
-            ses.append(0.0)
-            continue
-        T, wT = graded_nodes(lo, hi, [T0], n_gl=n_gl, k_fine=4, base=max(ti / slope, 1e-300))
-        wT = wT * np.exp(-0.5 * T ** 2) / np.sqrt(2 * np.pi)  # (m,)
-        inner = np.empty(n_perp)
-        rows = max(1, min(chunk, (1 << 22) // (T.size * law.dim)))  # ≤ 4M floats per block
-        for s in range(0, n_perp, rows):
-            zz = z[s:s + rows]  # (b, d)
-            x = law.mean + sig * (zz[:, None, :] + T[None, :, None] * nhat)  # (b, m, d)
-            g = model.gap(x.reshape(-1, law.dim), [ti])[0].reshape(zz.shape[0], T.size)
-            inner[s:s + rows] = g @ wT
-        gaps.append(inner.mean())
-        ses.append(inner.std(ddof=1) / np.sqrt(n_perp))
-    return RiskGap(t, np.array(gaps), np.array(ses), float("nan"), "layer quadrature x Monte Carlo")
+    for i, ti in enumerate(t):
+        inner = _line_integrals(model, law, sig, nhat, T0, slope, z, ti, n_gl, layer, chunk,
+                                k_fine)
+        if ctrl is None:
+            gaps.append(inner.mean())
+            ses.append(inner.std(ddof=1) / np.sqrt(n_perp))
+        else:
+            res = inner - ti * ctrl[:n_lines]                          # (n_lines,): O(τ²) each
+            cov = np.cov(ctrl[:n_lines], res, ddof=1)[0, 1]
+            var = (ti ** 2 * ctrl.var(ddof=1) + 2 * ti * cov) / n_perp + res.var(ddof=1) / n_lines
+            gaps.append(ti * ctrl.mean() + res.mean())
+            ses.append(np.sqrt(max(var, 0.0)))
+        if progress is not None:
+            progress(i + 1, t.size)
+    fo = (float("nan"), float("nan")) if ctrl is None else (
+        float(ctrl.mean()), float(ctrl.std(ddof=1) / np.sqrt(n_perp)))
+    method = ("layer quadrature x Monte Carlo" if ctrl is None else
+              "layer quadrature x Monte Carlo, first-order control variate")
+    return RiskGap(t, np.array(gaps), np.array(ses), float("nan"), method, *fo)
+
+
+def _line_integrals(model, law, sig, nhat, T0, slope, z, ti, n_gl, layer, chunk,
+                    k_fine) -> np.ndarray:
+    """∫ gap(μ + σ(z + T n̂)) φ(T) dT for every direction z (rows of z), at temperature ti."""
+    n = z.shape[0]
+    half = layer * ti / slope
+    lo, hi = max(T0 - half, -14.0), min(T0 + half, 14.0)
+    if hi <= lo:
+        return np.zeros(n)
+    T, wT = graded_nodes(lo, hi, [T0], n_gl=n_gl, k_fine=k_fine, base=max(ti / slope, 1e-300))
+    wT = wT * np.exp(-0.5 * T ** 2) / np.sqrt(2 * np.pi)  # (m,)
+    inner = np.empty(n)
+    rows = max(1, min(chunk, (1 << 22) // (T.size * law.dim)))  # ≤ 4M floats per block
+    for s in range(0, n, rows):
+        zz = z[s:s + rows]  # (b, d)
+        x = law.mean + sig * (zz[:, None, :] + T[None, :, None] * nhat)  # (b, m, d)
+        g = model.gap(x.reshape(-1, law.dim), [ti])[0].reshape(zz.shape[0], T.size)
+        inner[s:s + rows] = g @ wT
+    return inner
+
+
+def _interface_control(model, law, sig, nhat, T0, slope, n_perp, n_lines, g_rng):
+    """n_perp directions z ⟂ n̂ in blocks of ≤ 4M floats; returns the first n_lines of them
+    (n_lines, d) and the control c(z) = first-order integrand at μ + σ(z + T₀n̂) times
+    φ(T₀)/slope for all n_perp, shape (n_perp,)."""
+    d = law.dim
+    weight = np.exp(-0.5 * T0 ** 2) / np.sqrt(2 * np.pi) / slope
+    ctrl = np.empty(n_perp)
+    keep = []
+    rows = max(1, (1 << 22) // d)
+    for s in range(0, n_perp, rows):
+        m = min(rows, n_perp - s)
+        zz = g_rng.standard_normal((m, d))
+        zz -= np.outer(zz @ nhat, nhat)
+        if s < n_lines:
+            keep.append(zz[:n_lines - s])
+        x = law.mean + sig * (zz + T0 * nhat)
+        ctrl[s:s + m] = weight * first_order_integrand(model, x, nhat)
+    return np.concatenate(keep), ctrl
 
 
 def risk_polar_2d(model: MoERegression, law: InputLaw, taus, rho_max: float, n_theta: int = 256,

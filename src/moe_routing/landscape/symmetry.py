@@ -40,6 +40,7 @@ import torch
 from .. import validation as check
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+SAMPLING_METHODS = ("iid", "sobol")
 
 
 def _unit(u, name: str = "u") -> np.ndarray:
@@ -116,15 +117,35 @@ class TwoExpertGaussian:
     def arrays(self):
         return np.array(self.u), np.array(self.beta1), np.array(self.beta2)
 
-    def sample(self, n: int, seed: int, dtype=torch.float64):
-        """``n`` draws ``(X, Y)`` (torch), from a seeded generator (common random numbers)."""
+    def sample(self, n: int, seed: int, dtype=torch.float64, method: str = "iid"):
+        """``n`` draws ``(X, Y)`` (torch), from a seeded generator (common random numbers).
+
+        ``method="iid"``: independent normals (the reference; what :func:`m_operator_mc`'s
+        standard errors assume).  ``method="sobol"``: a scrambled Sobol' sequence mapped to
+        N(0, I) by the inverse normal CDF — an *empirical population* whose averages of the
+        (piecewise smooth) integrands of the flow converge at ≈ n^(−3/4 … −1) instead of
+        n^(−1/2): 2^16 such points reproduce the operator M closer than 10^6 independent draws
+        (``benchmarks/bench_paper_profile.py`` measures both), at 1/15 of the cost of every
+        gradient.  Use a power of two for ``n`` (the sequence's balance properties hold for
+        those; other sizes are refused).  Noise, if any, stays i.i.d.
+        """
         n = check.integer("n", n, low=2)
         seed = check.integer("seed", seed, low=0)
         check.require(dtype in (torch.float32, torch.float64), "dtype", dtype,
                       "torch.float32 or torch.float64")
+        check.choice("method", method, SAMPLING_METHODS)
         g = torch.Generator().manual_seed(seed)
         u, b1, b2 = (torch.tensor(a, dtype=dtype) for a in self.arrays())
-        X = torch.randn(int(n), self.d, generator=g, dtype=dtype)       # (n, d)
+        if method == "iid":
+            X = torch.randn(int(n), self.d, generator=g, dtype=dtype)   # (n, d)
+        else:
+            check.require(n & (n - 1) == 0, "n", n,
+                          "a power of two for method='sobol' (e.g. 2**16 = 65536)")
+            from scipy.special import ndtri
+            from scipy.stats import qmc
+
+            pts = qmc.Sobol(self.d, scramble=True, seed=seed).random(int(n))  # (n, d) in (0,1)
+            X = torch.as_tensor(ndtri(pts), dtype=dtype)               # (n, d)
         Y = torch.where(X @ u > 0, X @ b1, X @ b2)                       # (n,)
         if self.noise_std > 0:
             Y = Y + self.noise_std * torch.randn(int(n), generator=g, dtype=dtype)
@@ -142,13 +163,15 @@ def m_operator_closed_form(model: TwoExpertGaussian) -> np.ndarray:
     return SQRT_2_OVER_PI * (gu * (eye + np.outer(u, u)) + np.outer(u, gperp) + np.outer(gperp, u))
 
 
-def m_operator_mc(X: torch.Tensor, Y: torch.Tensor, theta_bar=None):
+def m_operator_mc(X: torch.Tensor, Y: torch.Tensor, theta_bar=None, *, reference: bool = False):
     """Monte Carlo ``M_n = (1/n) Σ (Y_i − θ̄·X_i) X_i X_iᵀ`` and the standard error of each entry.
 
     ``θ̄`` defaults to the sample least-squares fit, which is the stationary expert mean of the
     *sample* gradient flow (so ``M_n`` is exactly the operator that flow linearises around).
     Returns ``(M_n, se, theta_bar)`` as numpy arrays of shapes (d, d), (d, d), (d,).  Needs
-    n ≥ 2 samples (a standard error from one is undefined).
+    n ≥ 2 samples (a standard error from one is undefined).  The moments come from two
+    (d, n) @ (n, d) products; ``reference=True`` forms the (n, d, d) tensor of terms instead
+    (the readable path the tests compare against; 9× the memory at d = 3).
     """
     Xa = check.finite_array("X", X, ndim=2)
     n, d = Xa.shape
@@ -161,11 +184,20 @@ def m_operator_mc(X: torch.Tensor, Y: torch.Tensor, theta_bar=None):
     else:
         check.finite_array("theta_bar", theta_bar, shape=(d,))
     theta_bar = torch.as_tensor(theta_bar, dtype=torch.float64)
+    reference = check.flag("reference", reference)
     r = Y - X @ theta_bar                                               # (n,)
-    terms = r[:, None, None] * X[:, :, None] * X[:, None, :]            # (n, d, d)
-    M = terms.mean(0)
-    se = terms.std(0) / math.sqrt(X.shape[0])
-    return M.numpy(), se.numpy(), theta_bar.numpy()
+    if reference:
+        terms = r[:, None, None] * X[:, :, None] * X[:, None, :]        # (n, d, d)
+        M = terms.mean(0)
+        se = terms.std(0) / math.sqrt(n)
+        return M.numpy(), se.numpy(), theta_bar.numpy()
+    # the same two moments by two (d, n) @ (n, d) products, without the (n, d, d) tensor
+    rX = r[:, None] * X                                                 # (n, d)
+    M = (rX.T @ X) / n                                                  # (d, d)
+    X2 = X * X
+    m2 = ((rX * rX).T @ X2) / n                                         # E[r² X_i² X_j²]
+    var = (m2 - M * M).clamp_min(0.0) * (n / (n - 1))
+    return M.numpy(), (var.sqrt() / math.sqrt(n)).numpy(), theta_bar.numpy()
 
 
 def linear_growth_rates(M: np.ndarray, tau) -> np.ndarray:
@@ -229,7 +261,38 @@ def population_gradients(X, Y, theta1, theta2, w, tau, Xt=None):
 
 
 def _gradients(X, Y, theta1, theta2, w, tau, Xt=None):
-    """:func:`population_gradients` on checked arguments (the RK4 loop calls it four times a step)."""
+    """:func:`population_gradients` on checked arguments (the RK4 loop calls it four times a step).
+
+    Two matrix products carry all the work with the sample: one (3B, d) @ (d, n) gives the
+    second expert's prediction, the contrast's ``δ·X`` (formed from δ itself, not as the
+    difference of two O(1) predictions, so it keeps its relative precision when |δ| ≪ 1) and
+    the router's logit; one (3B, n) @ (n, d) gives the three gradients.  The element-wise
+    passes in between write into one preallocated (3B, n) buffer (nine passes in all).
+    """
+    n, B = X.shape[0], w.shape[0]
+    Xt = X.T.contiguous() if Xt is None else Xt                         # (d, n)
+    tau = torch.as_tensor(tau, dtype=X.dtype)[:, None]                  # (B, 1)
+    A = torch.cat([theta2, theta1 - theta2, w / tau]) @ Xt              # (3B, n)
+    F2, D, P = A[:B], A[B:2 * B], A[2 * B:]                             # (B, n) views
+    P.sigmoid_()                                                        # gate π_1
+    G = torch.empty_like(A)                                             # (3B, n)
+    r, rP, q = G[:B], G[B:2 * B], G[2 * B:]
+    torch.sub(Y[None, :], F2, out=r)
+    r.addcmul_(P, D, value=-1.0)                                        # r = Y − F2 − P·D
+    torch.mul(r, P, out=rP)                                             # r·π_1
+    torch.sub(1.0, P, out=q)
+    q.mul_(rP).mul_(D)                                                  # r·π_1(1 − π_1)·δ·X
+    S = G @ X                                                           # (3B, d)
+    c = -2.0 / n
+    g1 = c * S[B:2 * B]
+    g2 = c * (S[:B] - S[B:2 * B])
+    gw = (c * S[2 * B:]) / tau
+    return g1, g2, gw
+
+
+def _gradients_reference(X, Y, theta1, theta2, w, tau, Xt=None):
+    """The previous, unfused form of :func:`_gradients` (F1 − F2 as a difference, one product
+    per gradient): kept for the test that the fused form agrees with it and for the benchmark."""
     n = X.shape[0]
     Xt = X.T.contiguous() if Xt is None else Xt                         # (d, n)
     tau = torch.as_tensor(tau, dtype=X.dtype)[:, None]                  # (B, 1)
@@ -258,19 +321,26 @@ class FlowResult:
 
 
 def gradient_flow(X, Y, theta1, theta2, w, tau, *, steps: int, h: float = 0.05,
-                  train_experts: bool = True, record_path: bool = False) -> FlowResult:
+                  train_experts: bool = True, record_path: bool = False,
+                  progress=None, reference: bool = False) -> FlowResult:
     """Integrate ``ż = −∇L_τ`` with classical RK4 for B trajectories at once.
 
     The step is ``dt = h·τ_b`` for trajectory b: because the unstable rates scale as ``1/τ``, the
     same number of steps takes every temperature through the same number of e-folds, and the
     RK4 error per e-fold is the same for all τ. ``train_experts=False`` freezes the experts
     (router-only flow), used to show that with identical experts the router never moves.
+    ``progress``: ``None`` or a callable ``progress(i, steps)`` called after step i (a
+    :class:`moe_routing.progress.Progress`'s ``update`` reports "i of n, ETA" lines from it).
+    ``reference=True`` uses the previous, unfused gradients (for the tests and the benchmark).
     """
     taus = _flow_state(X, Y, theta1, theta2, w, tau)
+    if progress is not None:
+        check.function("progress", progress)
     steps = check.integer("steps", steps, low=1)
     h = check.number("h", h, low=0, high=0.5, low_open=True)
     train_experts = check.flag("train_experts", train_experts)
     record_path = check.flag("record_path", record_path)
+    grads = _gradients_reference if check.flag("reference", reference) else _gradients
     dt = (h * taus)[:, None]                                            # (B, 1)
     z = [theta1.clone(), theta2.clone(), w.clone()]
     mask = 1.0 if train_experts else 0.0
@@ -278,12 +348,12 @@ def gradient_flow(X, Y, theta1, theta2, w, tau, *, steps: int, h: float = 0.05,
     Xt = X.T.contiguous()
 
     def field_(s):
-        g1, g2, gw = _gradients(X, Y, s[0], s[1], s[2], taus, Xt)
+        g1, g2, gw = grads(X, Y, s[0], s[1], s[2], taus, Xt)
         return [-mask * g1, -mask * g2, -gw]
 
     wn, dn = [z[2].norm(dim=1)], [(z[0] - z[1]).norm(dim=1)]
     path = [z[2].clone()] if record_path else None
-    for _ in range(steps):
+    for i in range(steps):
         k1 = field_(z)
         k2 = field_([a + 0.5 * dt * k for a, k in zip(z, k1)])
         k3 = field_([a + 0.5 * dt * k for a, k in zip(z, k2)])
@@ -293,6 +363,8 @@ def gradient_flow(X, Y, theta1, theta2, w, tau, *, steps: int, h: float = 0.05,
         dn.append((z[0] - z[1]).norm(dim=1))
         if record_path:
             path.append(z[2].clone())
+        if progress is not None:
+            progress(i + 1, steps)
     return FlowResult(tau=taus.numpy(), t_over_tau=h * np.arange(steps + 1),
                       w_norm=torch.stack(wn).numpy(), delta_norm=torch.stack(dn).numpy(),
                       w_final=z[2].numpy(), delta_final=(z[0] - z[1]).numpy(),

@@ -274,6 +274,19 @@ def test_status_page_names_the_paper_runs_once_there_are_some(project):
     note = paper_scale_note(project, "default")
     assert "has been executed here for `training`" in note
     assert "papers' scale" in paper_scale_note(project, "paper")
+    assert "same_as" not in note
+
+
+def test_status_page_names_the_chapters_whose_default_is_the_paper_profile(project):
+    from moe_book.pages import paper_scale_note
+
+    (project.params_file("paper")).write_text("alpha:\n  n: 7\n  inherit: [fail]\n"
+                                              "beta:\n  inherit: [n, fail]\n")
+    (project.params_file("default")).write_text("alpha:\n  same_as: paper\n"
+                                                "beta:\n  n: 2\n  inherit: [fail]\n")
+    note = paper_scale_note(project, "default")
+    assert "The `default` profile of `alpha` is the `paper` profile" in note
+    assert "`beta`" not in note
 
 
 def test_real_params_files_validate():
@@ -315,6 +328,33 @@ def test_inherit_lists_are_checked(project, block, match):
     (project.params_file("default")).write_text(block + "beta:\n  inherit: [n, fail]\n")
     with pytest.raises(pl.PipelineError, match=match):
         pl.validate(project, "default", "cpu")
+
+
+def test_same_as_takes_another_profiles_block_whole(project):
+    (project.params_file("paper")).write_text("alpha:\n  n: 7\n  inherit: [fail]\n"
+                                              "beta:\n  inherit: [n, fail]\n")
+    (project.params_file("default")).write_text("alpha:\n  same_as: paper\n"
+                                                "beta:\n  n: 2\n  inherit: [fail]\n")
+    params = pl.load_params(project, "default")
+    assert params["alpha"] == pl.load_params(project, "paper")["alpha"] == {"n": 7}
+    assert params["beta"] == {"n": 2}
+
+
+@pytest.mark.parametrize("alpha, match", [
+    ("  same_as: paper\n  n: 5\n", r"alpha\.same_as = 'paper' is not allowed"),
+    ("  same_as: default\n", r"alpha\.same_as = 'default' is not allowed"),
+    ("  same_as: smoke\n", r"alpha\.same_as = 'smoke' is not allowed"),
+    ("  same_as: nope\n", r"alpha\.same_as = 'nope' is not allowed"),
+    ("  same_as: [paper]\n", r"alpha\.same_as = \['paper'\] is not allowed"),
+    ("  same_as: paper\n", r"paper\.yaml: alpha\.same_as = 'default' is not allowed"),  # a loop
+])
+def test_same_as_is_checked(project, alpha, match):
+    (project.params_file("paper")).write_text("alpha:\n  same_as: default\n"
+                                              "beta:\n  inherit: [n, fail]\n")
+    (project.params_file("default")).write_text("alpha:\n" + alpha
+                                                + "beta:\n  inherit: [n, fail]\n")
+    with pytest.raises(pl.PipelineError, match=match):
+        pl.load_params(project, "default")
 
 
 def test_without_smoke_yaml_the_parameters_cell_is_the_smoke_profile(project):

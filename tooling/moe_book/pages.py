@@ -55,11 +55,15 @@ def paper_scale_note(project, profile: str) -> str:
     ``make gpu-check`` when one was recorded)."""
     if profile == "paper":
         return "The numbers of this build are those of the papers' scale (`paper` profile)."
+    same = _same_as_paper(project, profile)
+    at_scale = (" The `" + profile + "` profile of " + ", ".join(f"`{n}`" for n in same)
+                + " is the `paper` profile (`same_as: paper`): those chapters show the papers' "
+                "scale in this build." if same else "")
     done = sorted(p.stem for p in (project.build_dir("paper") / "state").glob("*.json"))
     if done:
         return (f"The numbers of this build are those of the `{profile}` profile, not the "
                 "papers' scale; the `paper` profile has been executed here for "
-                + ", ".join(f"`{n}`" for n in done) + " (`build/paper/`).")
+                + ", ".join(f"`{n}`" for n in done) + " (`build/paper/`)." + at_scale)
     report = project.root / "build" / "gpu-check" / "report.json"
     projection = ""
     try:
@@ -69,11 +73,20 @@ def paper_scale_note(project, profile: str) -> str:
                           "its training grid on the GPU it ran on.")
     except (OSError, ValueError):
         pass
-    return (f"The numbers of this build are those of the `{profile}` profile. The `paper` "
-            "profile (the papers' data sizes) has never been executed for this book: "
-            "`make execute PROFILE=paper DEVICE=cuda` runs it (its training chapter is a GPU "
-            "workload; `make gpu-check` times it on a GPU and projects the whole grid)."
+    return (f"The numbers of this build are those of the `{profile}` profile." + at_scale
+            + " The `paper` profile (the papers' data sizes) has never been executed for this "
+            "book: `make execute PROFILE=paper DEVICE=cuda` runs it (its training chapter is a "
+            "GPU workload; `make gpu-check` times it on a GPU and projects the whole grid)."
             + (projection or " No such projection has been recorded."))
+
+
+def _same_as_paper(project, profile: str) -> list[str]:
+    """The chapters whose ``profile`` block is ``{same_as: paper}``."""
+    try:
+        data = yaml.safe_load(project.params_file(profile).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    return sorted(n for n, b in data.items() if isinstance(b, dict) and b.get("same_as") == "paper")
 
 
 def status_page(project, profile: str, states: dict[str, dict | None],

@@ -134,9 +134,12 @@ def parameters_cell_names(md_path: Path) -> tuple[set[str], str]:
 
 #: the key of a profile block that lists the knobs taking the parameters cell's value
 INHERIT = "inherit"
+#: the key of a profile block that takes another profile's block whole (``{same_as: paper}``):
+#: one scale for a chapter whose paper profile fits the default's budget, kept in one place
+SAME_AS = "same_as"
 
 
-def load_params(project: Project, profile: str) -> dict[str, dict]:
+def load_params(project: Project, profile: str, _via: tuple = ()) -> dict[str, dict]:
     """Read and validate ``notebooks/params/<profile>.yaml`` against every notebook.
 
     The contract between a chapter and the profiles: the chapter's ``parameters`` cell *is* the
@@ -149,7 +152,8 @@ def load_params(project: Project, profile: str) -> dict[str, dict]:
     Checks, each reported on one line naming the bad value: the file exists (but for smoke)
     and is a mapping; every top-level key is a notebook; every notebook has a block; every key
     of a block is a variable of that notebook's parameters cell and is not one of the injected
-    names; for default and paper, every knob is set or inherited.
+    names; for default and paper, every knob is set or inherited.  A block ``{same_as: P}``
+    (nothing else) is profile P's block for that notebook, validated there.
     """
     path = project.params_file(profile)
     if profile == "smoke" and not path.is_file():
@@ -180,6 +184,16 @@ def load_params(project: Project, profile: str) -> dict[str, dict]:
         if not isinstance(block, dict):
             raise PipelineError(f"{rel}: block {name!r} must be a mapping, got "
                                 f"{type(block).__name__}")
+        if SAME_AS in block:
+            other = block[SAME_AS]
+            if set(block) != {SAME_AS} or other in (profile, "smoke", *_via) or not (
+                    isinstance(other, str) and project.params_file(other).is_file()):
+                raise PipelineError(
+                    f"{rel}: {name}.{SAME_AS} = {other!r} is not allowed; accepted: the name of "
+                    f"another profile with a parameter file (not smoke, not {profile}), as the "
+                    "block's only key")
+            data[name] = load_params(project, other, (*_via, profile))[name]
+            continue
         allowed, _ = parameters_cell_names(project.notebook_path(name))
         knobs = allowed - set(INJECTED)
         inherit = block.pop(INHERIT, [])

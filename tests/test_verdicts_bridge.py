@@ -24,7 +24,7 @@ def test_rate_rule():
 
 def test_temperature_rule_reads_both_sides():
     # a 1/τ law measured with a tight interval
-    assert r.temperature_amplifies(0.97, 0.88, 1.06, 12, 12).verdict == "reproduced"
+    assert r.temperature_amplifies(0.97, 0.88, 1.06, 12, 12).verdict == r.OURS
     # AdamW-like: the rate does not depend on τ (slope ≈ 0)
     v = r.temperature_amplifies(0.05, -0.10, 0.20, 12, 12)
     assert v.verdict == "not reproduced" and "no amplification" in v.reason

@@ -88,7 +88,7 @@ def temperature_amplifies(slope: float, slope_lo: float, slope_hi: float, n_fitt
 
     * not reproduced — fewer than two runs fitted (no exponential growth to compare), or
       slope_lo ≤ 0 (no amplification resolved: the rate does not grow with 1/τ);
-    * reproduced — 1 ∈ [slope_lo, slope_hi], |slope − 1| ≤ tol, the interval no wider than
+    * our extension — 1 ∈ [slope_lo, slope_hi], |slope − 1| ≤ tol, the interval no wider than
       2·tol, and every run fitted;
     * partly — otherwise: the rate grows with 1/τ but not in proportion, or not all runs
       could be fitted, or the interval is too wide to tell.
@@ -108,5 +108,5 @@ def temperature_amplifies(slope: float, slope_lo: float, slope_hi: float, n_fitt
         return "not reproduced", txt + ": no amplification resolved"
     if (slope_lo <= 1.0 <= slope_hi and abs(slope - 1.0) <= tol
             and slope_hi - slope_lo <= 2 * tol and n_fitted == n_runs):
-        return "reproduced", txt + f": 1 inside the interval, |slope − 1| ≤ {tol}"
+        return OURS, txt + f": 1 inside the interval, |slope − 1| ≤ {tol}"
     return "partly", txt + ": the rate grows with 1/τ, not shown to be in proportion"

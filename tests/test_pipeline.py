@@ -285,7 +285,7 @@ def test_status_page_names_the_chapters_whose_default_is_the_paper_profile(proje
     (project.params_file("default")).write_text("alpha:\n  same_as: paper\n"
                                                 "beta:\n  n: 2\n  inherit: [fail]\n")
     note = paper_scale_note(project, "default")
-    assert "The `default` profile of `alpha` is the `paper` profile" in note
+    assert "For `alpha` the `default` profile is the `paper` profile" in note
     assert "`beta`" not in note
 
 

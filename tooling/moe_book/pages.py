@@ -56,13 +56,15 @@ def paper_scale_note(project, profile: str) -> str:
     if profile == "paper":
         return "The numbers of this build are those of the papers' scale (`paper` profile)."
     same = _same_as_paper(project, profile)
-    at_scale = (" The `" + profile + "` profile of " + ", ".join(f"`{n}`" for n in same)
-                + " is the `paper` profile (`same_as: paper`): those chapters show the papers' "
-                "scale in this build." if same else "")
+    names = [f"`{n}`" for n in same]
+    names = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+    at_scale = (f" For {names} the `{profile}` profile is the `paper` profile (`same_as: "
+                "paper`): those chapters show the papers' scale in this build." if same else "")
     done = sorted(p.stem for p in (project.build_dir("paper") / "state").glob("*.json"))
     if done:
-        return (f"The numbers of this build are those of the `{profile}` profile, not the "
-                "papers' scale; the `paper` profile has been executed here for "
+        return (f"The numbers of this build are those of the `{profile}` profile"
+                + ("" if same else ", not the papers' scale") + "; the `paper` profile has "
+                "been executed here for "
                 + ", ".join(f"`{n}`" for n in done) + " (`build/paper/`)." + at_scale)
     report = project.root / "build" / "gpu-check" / "report.json"
     projection = ""

@@ -26,13 +26,13 @@ reads, with the commit it was measured at.  The runs are cached like the chapter
 from __future__ import annotations
 
 import argparse
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 
 from moe_routing.atomic import atomic_write_json
+from moe_routing.runtime import git_commit
 from moe_routing.experiments import ExperimentConfig, accuracy_interval, convergence, run_grid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,13 +65,6 @@ def configs(seeds) -> list[tuple[str, ExperimentConfig]]:
                                                n_pairs=n_pairs, seed=s, **COMMON))
             for label, dm, e, de, n_pairs in MODELS for s in seeds]
 
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:
@@ -114,7 +107,7 @@ def main() -> None:
               f"{100 * r['acc_change_last_quarter']:>11.1f}")
     print(f"{len(results)} runs in {wall:.0f} s")
     if not args.quick:
-        atomic_write_json(Path(args.out), dict(commit=commit(), common=COMMON, seeds=seeds,
+        atomic_write_json(Path(args.out), dict(commit=git_commit(ROOT), common=COMMON, seeds=seeds,
                                                rows=rows, wall_s=wall))
         print(f"written: {args.out}")
 

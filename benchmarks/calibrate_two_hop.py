@@ -28,7 +28,6 @@ unchanged code prints the table at once.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import time
 from pathlib import Path
 
@@ -36,18 +35,12 @@ import numpy as np
 import torch
 
 from moe_routing.atomic import atomic_write_json
+from moe_routing.runtime import git_commit
 from moe_routing.experiments.two_hop import (TwoHopConfig, run_two_hop_grid, two_hop_cells,
                                              two_hop_grid)
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def moving(result: dict) -> float:
@@ -99,7 +92,7 @@ def main() -> None:
     print(f"{len(results)} runs in {wall:.0f} s; {rows[0]['n_held_out']} held-out queries per run "
           "(percentages; ± the 95 % half-width)")
     if not args.quick:
-        atomic_write_json(Path(args.out), dict(commit=commit(), config=base.as_dict(),
+        atomic_write_json(Path(args.out), dict(commit=git_commit(ROOT), config=base.as_dict(),
                                                seeds=seeds, rows=rows, wall_s=wall,
                                                threads=args.threads))
         print(f"written: {args.out}")

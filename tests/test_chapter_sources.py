@@ -73,8 +73,9 @@ def test_every_ledger_states_the_profile_its_numbers_come_from(path):
 
 
 def test_the_training_chapter_states_the_sizes_of_its_default_profile():
-    """"So we chose d_model 16, two heads, experts of 32 neurons, 1,500 steps": the prose must
-    be the default profile's values, and the calibration it cites must have run at that budget."""
+    """"So we chose d_model 32, two heads, experts of 8 neurons, 1,500 steps, with entity codes
+    of rank 4": the prose must be the default profile's values, and the calibration it cites
+    must have run at that budget and width, with rows for the profile's models."""
     import json
 
     import yaml
@@ -83,11 +84,19 @@ def test_the_training_chapter_states_the_sizes_of_its_default_profile():
     p = yaml.safe_load((ROOT / "notebooks" / "params" / "default.yaml").read_text())["training"]
     words = {1: "one", 2: "two", 4: "four"}
     assert (f"**`d_model` {p['d_model']}, {words[p['n_heads']]} heads, experts of "
-            f"{p['d_expert']} neurons**, {p['steps']:,} steps") in text
-    cal = json.loads((ROOT / "benchmarks" / "results" / "training_calibration.json").read_text())
-    assert cal["common"]["steps"] == p["steps"] and cal["common"]["n_heads"] == p["n_heads"]
-    assert {(r["d_model"], r["n_experts"], r["d_expert"]) for r in cal["rows"]} >= {
-        (p["d_model"], 1, p["d_expert"]), (p["d_model"], p["fig2_experts"], p["d_expert"])}
+            f"{p['d_expert']} neurons**, {p['steps']:,} steps, with **entity codes of rank "
+            f"{p['entity_codes']}**") in text
+    cal = json.loads((ROOT / "benchmarks" / "results" / "codes_calibration.json").read_text())
+    common = cal["common"]
+    assert (common["steps"], common["n_heads"], common["d_model"], common["n_pairs"]) == (
+        p["steps"], p["n_heads"], p["d_model"], p["n_pairs"])
+    assert common["n_tasks"] == p["fig2_tasks"]
+    assert {(r["codes"], r["n_experts"], r["d_expert"]) for r in cal["rows"]} >= {
+        (p["entity_codes"], 1, p["d_expert"]),
+        (p["entity_codes"], p["fig2_experts"], p["d_expert"]), (None, 1, p["d_expert"])}
+    for r in cal["rows"]:
+        assert r["accuracy_low"] <= r["accuracy"] <= r["accuracy_high"]
+        assert 0 <= r["accuracy_experts_off"] <= 1
 
 
 # Chapters whose figures were checked for typeset labels and run-independent alt texts.
@@ -152,26 +161,20 @@ def test_alt_texts_pass_the_browser_checks_rule_before_the_build(path):
     assert bad == []
 
 
-def test_the_capacity_probe_the_training_chapter_reads_holds_its_stated_models():
-    """The training chapter reads one block of benchmarks/results/capacity_probe.json (two-token
-    subjects, experts of 4 neurons) and names three of its models: they must be there, with
-    intervals, or the chapter's sentence about them has nothing under it."""
-    probe = json.loads((ROOT / "benchmarks" / "results" / "capacity_probe.json").read_text())
-    block = next(b for b in probe["blocks"]
-                 if b["encoding"] == "two-token" and b["regime"]["d_expert"] == 4)
-    rows = {r["model"]: r for r in block["rows"]}
-    assert {"E=1", "E=7 task-routed", "dense, 7x neurons"} <= set(rows)
-    for r in rows.values():
-        assert r["accuracy_low"] <= r["accuracy"] <= r["accuracy_high"]
-        assert r["accuracy_experts_off"] is not None
+def test_the_earlier_calibrations_the_training_chapter_cites_are_in_the_repository():
+    """The chapter names the two earlier calibrations' scripts and their tables in
+    benchmarks/results/: both must be there (a reader is sent to them)."""
     text = (ROOT / "notebooks" / "training.md").read_text(encoding="utf-8")
-    for key in ("training-probe-e1", "training-probe-e7", "training-probe-dense"):
-        assert f"{{glue:text}}`{key}" in text      # the prose quotes them through glue
+    for script, table in (("calibrate_training.py", "training_calibration.json"),
+                          ("calibrate_capacity.py", "capacity_probe.json")):
+        assert f"benchmarks/{script}" in text
+        assert (ROOT / "benchmarks" / script).is_file()
+        assert json.loads((ROOT / "benchmarks" / "results" / table).read_text())["commit"]
 
 
 #: the bridge chapter reads the training chapter's A-Fig. 2 models: the knobs that define them
 BRIDGE_SHARED = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
-                 "d_model", "n_heads", "d_expert", "steps", "batch_size", "lr")
+                 "d_model", "n_heads", "d_expert", "entity_codes", "steps", "batch_size", "lr")
 
 
 def _cell_values(name: str) -> dict:

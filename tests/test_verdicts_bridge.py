@@ -20,6 +20,10 @@ def test_rate_rule():
     # the gap underflows to 0 at all but one temperature: the rate is untested
     v = r.soft_hard_rate(True, False, 0.0, 0.0, 0.0, 0.0, 0.99, 1)
     assert v.verdict == "partly" and "rate untested" in v.reason
+    # two temperatures fit no slope with an interval (the fit needs three): still untested
+    v = r.soft_hard_rate(True, True, 0.02, 0.0, 0.0, 0.0, 0.99, 2)
+    assert v.verdict == "partly" and "rate untested" in v.reason
+    assert r.soft_hard_rate(False, True, 1.5, 0.0, 0.0, 0.0, 0.99, 2).verdict == "not reproduced"
 
 
 def test_temperature_rule_reads_both_sides():

@@ -55,13 +55,16 @@ class TrainingPlan:
 def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
                   fig2_tasks: int, fig2_experts: int, grid_tasks, grid_experts, d_model: int,
                   n_heads: int, d_expert: int, steps: int, batch_size: int, lr: float,
-                  device: str = "cpu", rule_power: bool = True) -> TrainingPlan:
-    """The plan of the chapter's parameters (their names are the chapter's)."""
+                  device: str = "cpu", rule_power: bool = True,
+                  entity_codes: int | None = None) -> TrainingPlan:
+    """The plan of the chapter's parameters (their names are the chapter's).  ``entity_codes``:
+    the rank of the fixed entity codes of every run (``MoEShape.entity_codes``; None: learned
+    embedding rows)."""
     seeds = [integer(f"seeds[{i}]", s, low=0) for i, s in enumerate(
         sequence("seeds", seeds, "a sequence of seeds (a list, even of one)"))]
     common = dict(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
                   d_model=d_model, n_heads=n_heads, d_expert=d_expert, steps=steps,
-                  batch_size=batch_size, lr=lr, device=device)
+                  batch_size=batch_size, lr=lr, device=device, entity_codes=entity_codes)
     fig2 = tuple(ExperimentConfig.from_flat(n_tasks=fig2_tasks, n_experts=fig2_experts,
                                             objective=o, seed=seeds[0], **common)
                  for o in OBJECTIVES)

@@ -494,8 +494,16 @@ def weights_path(cfg: ExperimentConfig, artifacts_dir: str | Path) -> Path:
 
 
 def _model_config(cfg: ExperimentConfig, ds, train_split):
+    coded = {}
+    if cfg.model.entity_codes is not None:       # the entities are the vocabulary's last block
+        tok = ds.tokenizer
+        start = ds.vocab_size - tok.n_entity
+        require(sorted(int(i) for i in tok.entity_ids) == list(range(start, ds.vocab_size)),
+                "tokenizer.entity_ids", "not the vocabulary's last block",
+                "entity ids code_start .. vocab_size-1 (fixed codes replace those rows)")
+        coded = dict(code_start=start)
     return cfg.model.config(vocab_size=ds.vocab_size, max_len=train_split.inputs.shape[1],
-                            top_k=1, gate="switch")
+                            top_k=1, gate="switch", **coded)
 
 
 def model_config(cfg: ExperimentConfig):

@@ -71,6 +71,17 @@ class MoEConfig:
     init_std : standard deviation of the normal initialisation of weight matrices.
     n_layers : number of (attention, MoE) layers L ≥ 1 (default 1, the model of paper A; a
         one-layer model is exactly the model this class described before it had the field).
+    entity_codes, code_start : optional fixed entity codes (ours, beyond paper A): the tokens
+        ``code_start .. vocab_size-1`` (the entities of a knowledge vocabulary) are embedded by
+        fixed random vectors spanning a subspace of dimension ``entity_codes`` (1 ≤ k ≤
+        d_model), not by learned rows; ``tok_emb`` then holds the ``code_start`` learned rows
+        and the codes are the buffer ``entity_codes``.  Why: a learned embedding row is a
+        private memory of its entity, so a one-layer model stores its facts there and its
+        experts are never needed; with fixed codes of rank k, everything before the experts
+        is (up to LayerNorm and the attention weights) linear in a k-dimensional code, whose
+        linear read-out can separate only about 2k subjects per relation (Cover's count) --
+        the rest of the dictionary must sit in the experts' neurons, as in the construction,
+        whose embeddings are fixed codes too.  The unembedding stays learned.
     """
 
     vocab_size: int
@@ -93,6 +104,8 @@ class MoEConfig:
     backend: str = "sorted"
     init_std: float = 0.02
     n_layers: int = 1
+    entity_codes: int | None = None
+    code_start: int | None = None
 
     def __post_init__(self) -> None:
         # NumPy / torch scalars are accepted (a dataset's sizes often are) and stored as plain
@@ -145,6 +158,15 @@ class MoEConfig:
             stop = integer("MoEConfig.router_block[1]", stop, high=self.d_model)
             require(start < stop, "MoEConfig.router_block", self.router_block, accepted)
             put("router_block", (start, stop))
+        if self.entity_codes is None:
+            require(self.code_start is None, "MoEConfig.code_start", self.code_start,
+                    "None unless entity_codes (the codes' rank) is set")
+        else:
+            int_field("entity_codes", 1, self.d_model)
+            require(self.code_start is not None, "MoEConfig.code_start", None,
+                    f"the first token id with a fixed code, in [0, vocab_size-1="
+                    f"{self.vocab_size - 1}], when entity_codes={self.entity_codes} is set")
+            int_field("code_start", 0, self.vocab_size - 1)
 
     @classmethod
     def dense(cls, vocab_size: int, max_len: int, d_ff: int, **kw) -> "MoEConfig":
@@ -189,8 +211,9 @@ def _default(name: str):
 
 @dataclass(frozen=True)
 class MoEShape:
-    """The part of an :class:`MoEConfig` an experiment chooses: expert count and widths, heads
-    and depth.  The data fix the rest (``vocab_size``, ``max_len``: :meth:`config`).
+    """The part of an :class:`MoEConfig` an experiment chooses: expert count and widths, heads,
+    depth, and the rank of fixed entity codes (``entity_codes``).  The data fix the rest
+    (``vocab_size``, ``max_len``, ``code_start``: :meth:`config`).
 
     The fields are MoEConfig's, with its defaults, and MoEConfig validates them: a shape is
     checked by building the MoEConfig of a two-token vocabulary, so the errors name
@@ -203,9 +226,11 @@ class MoEShape:
     n_heads: int = _default("n_heads")
     d_expert: int = _default("d_expert")
     n_layers: int = _default("n_layers")
+    entity_codes: int | None = _default("entity_codes")
 
     def __post_init__(self) -> None:
-        probe = MoEConfig(vocab_size=2, max_len=1, d_head=1, **asdict(self))
+        probe = MoEConfig(vocab_size=2, max_len=1, d_head=1, **asdict(self),
+                          code_start=None if self.entity_codes is None else 1)
         for name in asdict(self):                  # NumPy integers stored as Python ints
             object.__setattr__(self, name, getattr(probe, name))
         require(self.d_model % self.n_heads == 0, "MoEShape.d_model", self.d_model,

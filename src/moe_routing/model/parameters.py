@@ -90,7 +90,8 @@ def parameter_count(config: MoEConfig, expert_ids=None) -> ParameterCount:
     L = cfg.n_layers
     d, v, h, c, e = cfg.d_model, cfg.vocab_size, cfg.n_heads, cfg.head_dim, cfg.n_experts
     per_expert = tuple(2 * n * d + n + d for n in cfg.neurons_per_expert)   # W1, b1, W2, b2
-    embeddings = v * d + cfg.max_len * d
+    # fixed entity codes are a buffer, not parameters: only the learned rows count
+    embeddings = (v if cfg.entity_codes is None else cfg.code_start) * d + cfg.max_len * d
     attention = L * (4 * h * d * c + ((3 * h * c + d) if cfg.attn_bias else 0))
     router = L * (e * d + (e if cfg.router_bias else 0))
     layernorm = (2 * L + 1) * 2 * d if cfg.layernorm else 0   # two per layer, one final

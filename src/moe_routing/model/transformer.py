@@ -235,6 +235,28 @@ def _layer_forward(layer, cfg: MoEConfig, a: torch.Tensor, return_internals: boo
     return a2, LayerOutput(router_logits, probs, top_i, gate, att, heads, a1, moe)
 
 
+#: seed of the fixed entity codes: the codes are drawn from their own generator, so a coded
+#: model's codes do not depend on (or change) the global seed that initialises the rest
+CODE_SEED = 20_260_601
+
+
+def fixed_codes(cfg: MoEConfig) -> torch.Tensor:
+    """(vocab_size - code_start, d_model): the fixed entity codes of ``cfg``.
+
+    Each code is a standard normal vector in a random k-dimensional subspace (k =
+    ``entity_codes``, an orthonormal basis Q from the QR of a Gaussian d×k matrix), scaled by
+    ``init_std · √(d/k)`` so that its coordinates have the variance of a learned row at
+    initialisation whatever k is.  Drawn in float64 on the CPU from :data:`CODE_SEED` and the
+    config's sizes: the same codes on every machine and in every run of one configuration.
+    """
+    d, k = cfg.d_model, cfg.entity_codes
+    n = cfg.vocab_size - cfg.code_start
+    g = torch.Generator().manual_seed(CODE_SEED + 1009 * k + d)
+    q, _ = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=torch.float64))  # (d, k)
+    z = torch.randn(n, k, generator=g, dtype=torch.float64)                      # (n, k)
+    return (z @ q.T * (cfg.init_std * math.sqrt(d / k))).to(torch.float32)       # (n, d)
+
+
 class MoETransformer(nn.Module):
     """MoE transformer of ``config.n_layers`` layers (paper A: one); ``forward(idx) ->
     ModelOutput``.
@@ -242,6 +264,7 @@ class MoETransformer(nn.Module):
     Parameter names and shapes (for :meth:`set_weights`)::
 
         tok_emb.weight (v, d)      pos_emb.weight (max_len, d)
+        [with entity_codes: tok_emb.weight (code_start, d), buffer entity_codes (v-code_start, d)]
         attn.w_q / w_k / w_v (h, d, c)   attn.w_o (h, c, d)   [attn.b_q/b_k/b_v (h, c), b_o (d)]
         router.weight (e, d)       [router.bias (e,)]          buffer router.input_mask (d,)
         experts.w1 (e, d, f)  experts.b1 (e, f)  experts.w2 (e, f, d)  experts.b2 (e, d)
@@ -264,7 +287,10 @@ class MoETransformer(nn.Module):
         if not isinstance(cfg, MoEConfig):
             fail("cfg", type(cfg).__name__, "a MoEConfig")
         self.config = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        coded = cfg.entity_codes is not None
+        self.tok_emb = nn.Embedding(cfg.code_start if coded else cfg.vocab_size, cfg.d_model)
+        if coded:
+            self.register_buffer("entity_codes", fixed_codes(cfg))
         self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
         norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.layernorm else nn.Identity
         self.ln_attn, self.ln_moe, self.ln_out = norm(), norm(), norm()
@@ -345,7 +371,7 @@ class MoETransformer(nn.Module):
                     "None unless logits_mask is given (it counts logits_mask's True entries)")
             n_selected = integer("n_selected", n_selected, low=0, high=b * t)
         pos = torch.arange(t, device=idx.device)
-        a2 = self.tok_emb(idx) + self.pos_emb(pos)                        # (b, t, d)
+        a2 = self.embed_tokens(idx) + self.pos_emb(pos)                   # (b, t, d)
         layers = []
         for layer in self.layers():
             a2, rec = _layer_forward(layer, cfg, a2, return_internals, backend)   # A_{l+1}
@@ -360,6 +386,14 @@ class MoETransformer(nn.Module):
                 a2 = a2.reshape(b * t, -1)[selected_rows(logits_mask, n_selected)]  # (m, d)
         logits = self.unembed(self.ln_out(a2))                            # (b, t, v) | (m, v)
         return ModelOutput(logits, *first, layers=tuple(layers))
+
+    def embed_tokens(self, idx: torch.Tensor) -> torch.Tensor:
+        """idx (b, t) → (b, t, d): the learned rows, and the fixed codes of the tokens from
+        ``code_start`` on when the config has ``entity_codes``."""
+        if self.config.entity_codes is None:
+            return self.tok_emb(idx)
+        table = torch.cat([self.tok_emb.weight, self.entity_codes])       # (v, d)
+        return F.embedding(idx, table)
 
     # ------------------------------------------------------------------ surgery
     def _layer(self, layer) -> object:

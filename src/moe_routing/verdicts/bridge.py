@@ -51,17 +51,17 @@ def soft_hard_rate(below: bool, rate_matches: bool, worst_ratio: float, slope: f
     ``below``: the gap is below the bound at every τ (``worst_ratio`` its largest gap/bound);
     ``rate_matches``: α lies in the confidence interval [slope_lo, slope_hi] of the fitted
     log-log slope of the gap; ``n_resolved``: the temperatures at which the gap is positive in
-    float64 (with margins of tens of τ it underflows to 0, and no slope can be fitted: pass
-    any finite slope then, it is not read):
+    float64 (with margins of tens of τ it underflows to 0; a slope with a confidence interval
+    needs three temperatures, so with fewer pass any finite slope, it is not read):
 
-    * partly — fewer than two resolved temperatures (below the bound, rate untested);
+    * partly — fewer than three resolved temperatures (below the bound, rate untested);
     * our extension — below the bound and the rate matches;
     * partly — below the bound, but the rate does not match (the bound is loose there);
     * not reproduced — above the bound at some τ.
     """
     worst_ratio = number("worst_ratio", worst_ratio, low=0)
     n_resolved = integer("n_resolved", n_resolved, low=0)
-    if n_resolved < 2:
+    if n_resolved < 3:
         return (("partly", f"the gap is positive at {n_resolved} temperature(s) only (below "
                  "float64 resolution elsewhere): below the bound, rate untested") if below else
                 ("not reproduced", f"above the bound (gap/bound ≤ {worst_ratio:.3g})"))

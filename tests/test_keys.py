@@ -73,7 +73,8 @@ def test_training_cache_follows_the_training_code_only(copy):
         append(copy.library / reader, "\n# edited\n")
     assert fp() == before
     for related in ("model/train.py", "knowledge/dataset.py", "routing_metrics.py",
-                    "experiments/task_routing.py", "knowledge/sources/embedded.py",
+                    "experiments/task_routing.py", "experiments/config.py",
+                    "experiments/data.py", "experiments/store.py", "knowledge/sources/embedded.py",
                     "knowledge/trie/__init__.py"):
         mid = fp()
         append(copy.library / related, "\n# edited\n")

@@ -2,7 +2,8 @@
 
 ``task_routing`` — paper A's experiments: one-layer MoE transformers on knowledge tasks trained
 with cross-entropy, CE + load balancing or CE + the task-router loss (Figure 2 and the accuracy
-grid).
+grid); a run's configuration and cache key in ``config``, its data and measurements in
+``data``, its result and weights files in ``store``.
 ``accuracy`` — intervals of a cell's mean accuracy (seed spread or binomial error).
 ``plan`` — the training chapter's runs from its parameters.
 ``claims`` — from runs to the verdicts of paper A's experimental claims.
@@ -19,9 +20,10 @@ from .accuracy import AccuracyInterval, accuracy_interval
 from .bridge import (BoundCheck, RouterBoundaryMass, RouterMargins, SoftHard, bound_check,
                      boundary_mass_of_router, margin_tail_constant, router_margins,
                      soft_vs_hard)
-from .task_routing import (DataConfig, ExperimentConfig, convergence, grid_configs, load_result,
-                           load_model, result_path, results_frame, run_experiment, run_grid,
-                           weights_path)
+from .config import DataConfig, ExperimentConfig
+from .store import load_result, result_path, weights_path
+from .task_routing import (convergence, grid_configs, load_model, results_frame, run_experiment,
+                           run_grid)
 from .two_hop import (TwoHopConfig, run_two_hop, run_two_hop_grid, two_hop_cells,
                       two_hop_frame, two_hop_grid)
 

@@ -346,7 +346,7 @@ def code_fingerprint() -> str:
     transformers version."""
     from ..fingerprint import source_fingerprint
     from ..hf import require_transformers
-    from .task_routing import code_fingerprint as training_code
+    from .config import code_fingerprint as training_code
 
     tr = require_transformers()
     return hashlib.sha256("\0".join([source_fingerprint(HF_ROUTING_CODE), training_code(),

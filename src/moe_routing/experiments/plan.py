@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from ..model.losses import OBJECTIVES
 from ..validation import flag, integer, require, sequence
 from .power import broken_configs
-from .task_routing import ExperimentConfig, grid_configs
+from .config import ExperimentConfig
+from .task_routing import grid_configs
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from ..validation import choice, fail, require
 from ..verdicts import training as rules
 from . import claims
-from .task_routing import ExperimentConfig
+from .config import ExperimentConfig
 
 #: variant name -> what is broken (the module docstring's table)
 VARIANT_NAMES = ("constant router", "collapsed routing", "shuffled task labels",

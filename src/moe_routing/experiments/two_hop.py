@@ -79,7 +79,7 @@ from ..runtime import DEVICES, PROFILES
 from ..validation import (choice, fail, flag, integer, number, positive, probability, require,
                           sequence, sequence_of)
 from .cache import read_cached
-from .task_routing import code_fingerprint
+from .config import code_fingerprint
 
 log = logging.getLogger(__name__)
 

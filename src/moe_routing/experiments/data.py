@@ -1,0 +1,125 @@
+"""The data and the measurements of one training run: the run's sub-dataset of knowledge tasks
+(nested across ``n_tasks``), the model configuration it builds for that data, and
+:func:`evaluate_run`, every measurement listed in :mod:`.task_routing`'s docstring.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..validation import integer, require
+from .config import ExperimentConfig, _config
+
+# ----------------------------------------------------------------------------- data
+@lru_cache(maxsize=4)
+def _full_dataset(n_relations: int, n_pairs: int, n_templates: int, data_seed: int):
+    from ..knowledge import build_dataset
+
+    return build_dataset(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
+                         seed=data_seed)
+
+
+def task_selection(cfg: ExperimentConfig) -> list[int]:
+    """Indices (into the full dataset's tasks) of the run's tasks: the first ``n_tasks`` of a
+    ``task_seed`` permutation (nested across ``n_tasks``)."""
+    d = _config(cfg).data
+    perm = np.random.default_rng(d.task_seed).permutation(d.n_relations)
+    return sorted(int(i) for i in perm[:d.n_tasks])
+
+
+@lru_cache(maxsize=8)
+def _sub_dataset(n_relations, n_pairs, n_templates, data_seed, tasks: tuple[int, ...]):
+    full = _full_dataset(n_relations, n_pairs, n_templates, data_seed)
+    require(full.n_tasks >= n_relations, "DataConfig.n_relations", n_relations,
+            f"at most {full.n_tasks}: the relations the knowledge base provides")
+    return full.subset(list(tasks))
+
+
+def experiment_dataset(cfg: ExperimentConfig):
+    """The :class:`~moe_routing.knowledge.KnowledgeDataset` of the run's ``n_tasks`` tasks."""
+    d = _config(cfg).data
+    return _sub_dataset(d.n_relations, d.n_pairs, d.n_templates, d.data_seed,
+                        tuple(task_selection(cfg)))
+
+
+# ----------------------------------------------------------------------------- evaluation
+def _object_targets(split):
+    import torch
+
+    return split.tokens[torch.arange(len(split)), split.object_pos]          # (M,)
+
+
+def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
+    """Every measurement of the module docstring, for a trained model on dataset ``ds``."""
+    import torch
+
+    from .. import routing_metrics as rm
+    from ..model import collect_routing, exact_match, parameter_count, valid_next_mass
+
+    n_experts = integer("n_experts", n_experts, low=1)
+    batch_size = integer("batch_size", batch_size, low=1)
+    te, tr = ds.encode_split("test"), ds.encode_split("train")
+    acc = exact_match(model, te.tokens, te.object_pos, _object_targets(te))
+    n_tr = min(len(tr), 2000)
+    acc_tr = exact_match(model, tr.tokens[:n_tr], tr.object_pos[:n_tr],
+                         _object_targets(tr)[:n_tr])
+    per_task = np.bincount(te.task.numpy(), weights=acc.correct.numpy().astype(float),
+                           minlength=ds.n_tasks) / np.maximum(
+        np.bincount(te.task.numpy(), minlength=ds.n_tasks), 1)
+
+    # valid-next-token mass; the (M, n, V) masks would not fit for a large V: built per batch
+    inputs, loss_mask = te.inputs, te.loss_mask                               # (M, n-1)
+    obj_pred = torch.zeros_like(loss_mask)
+    obj_pred[torch.arange(len(te)), te.object_pos - 1] = True                 # predicts object
+    mass = valid_next_mass(model, inputs,
+                           lambda rows: ds.valid_next_mask(te.prefix_node[rows, :-1]),
+                           batch_size=batch_size).mass                        # (M, n-1)
+
+    # Positions whose prefix is continued by sentences of one task only: there the router's
+    # input (a causal layer reads the prefix) can tell the task; at the others (BOS, template
+    # words shared by several relations) no router can, whatever its training.
+    nodes = te.prefix_node[:, :-1]                                            # (M, n-1)
+    shared = torch.from_numpy(ds.trie.ambiguous)[nodes.clamp_min(0)]
+    determined = loss_mask & ~shared
+    rec_all = collect_routing(model, inputs, te.task, loss_mask)
+    rec_obj = collect_routing(model, inputs, te.task, obj_pred)
+    rec_det = collect_routing(model, inputs, te.task, determined) if determined.any() else None
+    summary = lambda rec: rm.routing_summary(rec.task, rec.expert[:, 0], ds.n_tasks,  # noqa: E731
+                                             n_experts, rec.probs)
+    routing_all, routing_obj = summary(rec_all), summary(rec_obj)
+    routing_det = summary(rec_det) if rec_det is not None else None
+    designated = te.task[:, None].expand_as(loss_mask)[loss_mask] % n_experts
+    routing_all["achievable_diagonal"] = rm.achievable_diagonal(nodes[loss_mask], designated)
+    routing_all["determined_fraction"] = float(determined.sum() / loss_mask.sum())
+    pc = parameter_count(model.config, rec_all.expert)
+    return dict(
+        accuracy=acc.accuracy, train_accuracy=acc_tr.accuracy,
+        accuracy_per_task=per_task.tolist(),
+        valid_mass=float(mass[loss_mask].mean()), valid_mass_min=float(mass[loss_mask].min()),
+        valid_mass_object=float(mass[obj_pred].mean()),
+        routing_all=routing_all, routing_object=routing_obj, routing_determined=routing_det,
+        params=dict(total=pc.total, active=pc.active, experts_total=pc.experts_total,
+                    experts_active=pc.experts_active, active_fraction=pc.active_fraction),
+        n_test=len(te), n_train=len(tr), n_routing_positions_all=int(rec_all.task.numel()),
+    )
+
+
+def _model_config(cfg: ExperimentConfig, ds, train_split):
+    coded = {}
+    if cfg.model.entity_codes is not None:       # the entities are the vocabulary's last block
+        tok = ds.tokenizer
+        start = ds.vocab_size - tok.n_entity
+        require(sorted(int(i) for i in tok.entity_ids) == list(range(start, ds.vocab_size)),
+                "tokenizer.entity_ids", "not the vocabulary's last block",
+                "entity ids code_start .. vocab_size-1 (fixed codes replace those rows)")
+        coded = dict(code_start=start)
+    return cfg.model.config(vocab_size=ds.vocab_size, max_len=train_split.inputs.shape[1],
+                            top_k=1, gate="switch", **coded)
+
+
+def model_config(cfg: ExperimentConfig):
+    """The :class:`~moe_routing.model.MoEConfig` :func:`run_experiment` builds for ``cfg``."""
+    ds = experiment_dataset(_config(cfg))
+    return _model_config(cfg, ds, ds.encode_split("train"))

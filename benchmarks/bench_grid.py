@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from moe_routing import executor as ex
+from moe_routing.experiments import executor as ex
 from moe_routing.experiments import grid_configs, run_grid
 
 #: the training chapter's smoke sizes; 400 steps: runs of a few seconds with one thread

@@ -11,6 +11,8 @@ from moe_routing.experiments.task_routing import model_config
 from moe_routing.model import MoEConfig, MoETransformer, parameter_count
 from moe_routing.model.config import MoEShape
 
+pytestmark = pytest.mark.kernels          # the codes come from torch's QR and normal draws
+
 
 def _cfg(**kw) -> MoEConfig:
     base = dict(vocab_size=40, max_len=6, d_model=16, n_heads=2, n_experts=3, d_expert=4,

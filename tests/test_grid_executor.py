@@ -1,4 +1,4 @@
-"""Where a training grid runs (moe_routing.executor): every backend gives the results
+"""Where a training grid runs (moe_routing.experiments.executor): every backend gives the results
 of a serial loop, isolates a failing run, resumes an interrupted grid, and refuses a bad choice
 in one line before any run starts.  The SLURM backend is tested through submitit's local
 executor (the same pickled jobs and job files, run as subprocesses of this machine); the Ray
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from moe_routing.experiments import ExperimentConfig, GridError, grid_configs, run_grid
-from moe_routing import executor as ex
+from moe_routing.experiments import executor as ex
 from moe_routing.experiments import task_routing as tr
 
 TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,

@@ -226,7 +226,7 @@ def check_grid_settings(environ=None) -> None:
     every chapter is up to date and none would read them."""
     import importlib.util
 
-    from moe_routing.executor import ENV_EXECUTOR, ENV_WORKERS, EXECUTORS, parse_workers
+    from moe_routing.experiments.executor import ENV_EXECUTOR, ENV_WORKERS, EXECUTORS, parse_workers
 
     env = os.environ if environ is None else environ
     ex = env.get(ENV_EXECUTOR)

@@ -15,7 +15,7 @@ measured on the trained routers of ``task_routing`` (ours).
 compositions: do held-out compositions come out, do the hops' experts compose? (ours)
 """
 
-from ..executor import GridError
+from .executor import GridError
 from .accuracy import AccuracyInterval, accuracy_interval
 from .bridge import (BoundCheck, RouterBoundaryMass, RouterMargins, SoftHard, bound_check,
                      boundary_mass_of_router, margin_tail_constant, router_margins,

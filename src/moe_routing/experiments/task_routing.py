@@ -304,7 +304,7 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     ``ce`` run, ``shared_with`` naming that key.  Configurations with the same training key are
     trained once per call even without an artifacts folder.
 
-    The missing runs are trained by :mod:`moe_routing.executor`: ``executor``
+    The missing runs are trained by :mod:`moe_routing.experiments.executor`: ``executor``
     ``'local'`` (processes on this machine, each with the caller's torch thread count;
     ``workers`` of them, ``None``/``'auto'``: as many as make workers × threads = cores,
     1: in this process) or ``'ray'`` (Ray tasks on the cluster at ``RAY_ADDRESS``, or on a Ray
@@ -315,10 +315,10 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     interrupted grid resumes where it stopped.  ``progress`` adds a tqdm bar to the log lines.
 
     A run that raises does not stop the others: every other run finishes and is written, then
-    :class:`~moe_routing.executor.GridError` lists the failed runs (key,
+    :class:`~moe_routing.experiments.executor.GridError` lists the failed runs (key,
     configuration, one-line reason); its ``results`` holds the rows of the others.
     """
-    from ..executor import GridError, Task, plan, run_tasks
+    from .executor import GridError, Task, plan, run_tasks
 
     configs = sequence_of("configs", configs, ExperimentConfig)
     choice("profile", profile, PROFILES)

@@ -650,16 +650,16 @@ def run_two_hop_grid(configs: Sequence[TwoHopConfig], artifacts_dir: str | Path 
                      profile: str = "smoke", progress: bool = True,
                      workers: int | str | None = None, executor: str | None = None
                      ) -> list[dict]:
-    """Run every configuration through :mod:`moe_routing.executor`, reusing cached results.
+    """Run every configuration through :mod:`moe_routing.experiments.executor`, reusing cached results.
 
     As :func:`~moe_routing.experiments.task_routing.run_grid`: the configurations' keys are
     looked up in ``artifacts_dir`` first (an unusable file is redone, with one warning line);
     the missing runs go to ``executor`` (``local``, ``ray``, ``slurm``; ``workers`` of them at
     once), each result written atomically as it arrives, so an interrupted grid resumes; a
-    failed run does not stop the others and :class:`~moe_routing.executor.GridError` lists it
+    failed run does not stop the others and :class:`~moe_routing.experiments.executor.GridError` lists it
     at the end.  Returns one result per configuration, in order, each with ``cached``.
     """
-    from ..executor import GridError, Task, plan, run_tasks
+    from .executor import GridError, Task, plan, run_tasks
 
     configs = sequence_of("configs", configs, TwoHopConfig)
     choice("profile", profile, PROFILES)

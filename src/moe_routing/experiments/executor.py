@@ -45,7 +45,7 @@ Failures are isolated: a task that raises is recorded with a one-line reason and
 task still runs; the caller raises one :class:`GridError` listing them at the end (a worker
 process that dies -- killed, out of memory -- fails the tasks it took with it, which are listed
 the same way).  Progress is one ``logging`` line per finished task (``grid: run 3 of 12 done
-(...) in 4.1 s; elapsed 12 s, ETA 36 s``, logger ``moe_routing.executor``), and
+(...) in 4.1 s; elapsed 12 s, ETA 36 s``, logger ``moe_routing.experiments.executor``), and
 a tqdm bar on request.  An interrupted grid (Ctrl-C, a killed kernel) stops its workers; what
 finished before is kept by the caller, so the rerun skips it.
 """
@@ -65,8 +65,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urlsplit
 
-from .progress import duration
-from .validation import choice, fail, integer, require
+from ..progress import duration
+from ..validation import choice, fail, integer, require
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def plan(executor: str | None = None, workers: int | str | None = None, *,
     ``MOE_SLURM_PARAMS`` parameters that submitit accepts."""
     import torch
 
-    from .runtime import resolve_device
+    from ..runtime import resolve_device
 
     name = "executor"
     if executor is None and _env(ENV_EXECUTOR) is not None:
@@ -549,7 +549,7 @@ def ray_runtime_env() -> dict:
     once.  The library's dependencies (torch, numpy, ...) must be on the nodes.  Ray uploads a
     local folder only for a whole job (``ray.init(runtime_env=...)``), not for one task: a
     session of :func:`ray_session` passes it; a caller's own ``ray.init`` should too."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]              # moe_routing/
     return {"py_modules": [str(package)], "excludes": ["__pycache__/", "*.pyc"]}
 
 

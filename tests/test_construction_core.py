@@ -213,6 +213,26 @@ def test_isolation_knockout_is_chance_and_leaves_others():
         assert r["other_acc_change"] == 0.0 and r["other_p_change"] == 0.0
 
 
+@pytest.mark.parametrize("leak", [False, True])
+def test_isolation_rows_method_equals_the_full_reevaluation(leak):
+    """The default isolation re-evaluates only the slots routed to the knocked-out expert; the
+    reference re-evaluates every slot.  They agree on every number, also when the router is
+    broken so that other tasks' slots go to the knocked-out expert (then the knock-out leaks
+    into other tasks, and both methods must show it)."""
+    ds = running_example(extra=True)
+    model, rep = build_moe(ds, 1e-4)
+    if leak:
+        with torch.no_grad():
+            model.layers()[0].router.bias[0] += 1e6        # expert 0 takes every token
+    fast = isolation(model, rep, ds, range(ds.n_tasks), split="all")
+    full = isolation(model, rep, ds, range(ds.n_tasks), split="all", method="full")
+    assert fast == full
+    if leak:
+        assert max(r["other_p_change"] for r in full) > 1e-3
+    with pytest.raises(ValueError, match="method"):
+        isolation(model, rep, ds, [0], method="every")
+
+
 def test_dense_variant_guarantee():
     ds = running_example(extra=True)
     model, rep = build_dense(ds, 1e-4)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from moe_routing.landscape import multi_region as mr
+from moe_routing.landscape.profiled import ProfiledObjective
 from moe_routing.landscape.charts import MultiRegionChart, TwoRegionChart, dedupe, descend
 
 pytestmark = pytest.mark.kernels
@@ -76,7 +77,7 @@ def test_slow_points_are_where_a_path_slowed_down():
 
 
 def test_a_chart_and_an_objective_of_another_model_are_refused():
-    obj = mr.ProfiledObjective(mr.three_region_plane(), 64, seed=0)
+    obj = ProfiledObjective(mr.three_region_plane(), 64, seed=0)
     with pytest.raises(ValueError, match="an objective of this chart's K = 4, d = 3"):
         MultiRegionChart(4, 3).local(obj, 0.1)
     with pytest.raises(ValueError, match="a TwoRegionChart or a MultiRegionChart"):

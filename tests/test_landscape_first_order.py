@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from moe_routing.landscape import multi_region as mr
+from moe_routing.landscape.profiled import ProfiledObjective
 from moe_routing.landscape.common import sobol_normal
 from moe_routing.landscape.first_order import (EXPERT_CONSTANT, expert_error_first_order,
                                                hessian_first_order, multi_region_constants,
@@ -87,7 +88,7 @@ def test_sample_estimator_agrees_with_the_quadrature_for_two_regions():
 
 def test_three_region_laws_match_the_sample_objective_at_the_teacher():
     t = mr.three_region_plane()
-    obj = mr.ProfiledObjective(t, 2 ** 16, 0)
+    obj = ProfiledObjective(t, 2 ** 16, 0)
     c = multi_region_constants(t, obj.X, width=0.02)
     tau = 0.01
     th = obj.refit(t.phi(), tau)

@@ -11,6 +11,7 @@ from numerics import assert_close_ulps, assert_same_argmax
 from moe_routing.landscape.charts import MultiRegionChart, descend
 from moe_routing.landscape import multi_critical as mc
 from moe_routing.landscape import multi_region as mr
+from moe_routing.landscape.profiled import ProfiledObjective
 from moe_routing.landscape.common import sobol_normal
 from moe_routing.landscape.teacher_student import TeacherStudentConfig
 from moe_routing.landscape.teacher_student import soft_refit as soft_refit_2
@@ -23,7 +24,7 @@ T3 = mr.three_region_plane()
 
 @pytest.fixture(scope="module")
 def obj3():
-    return mr.ProfiledObjective(T3, 2 ** 13, seed=0)
+    return ProfiledObjective(T3, 2 ** 13, seed=0)
 
 
 def test_teacher_validation_errors():
@@ -49,7 +50,7 @@ def test_teacher_validation_errors():
     with pytest.raises(ValueError, match=r"tau = 0.0 is not allowed; accepted: a finite number > 0"):
         mr.gates(torch.zeros(4, 2), torch.tensor(T3.phi())[None], 0.0, 3)
     with pytest.raises(ValueError, match="tau"):
-        mr.ProfiledObjective(T3, 64, 0).value(T3.phi(), float("inf"))
+        ProfiledObjective(T3, 64, 0).value(T3.phi(), float("inf"))
 
 
 def test_shipped_teachers_are_junctions_with_every_pair_adjacent():
@@ -226,3 +227,87 @@ def test_search_rejects_bad_arguments(obj3):
         mc.critical_points(obj3, [0.1, -1.0], T3.phi()[None], obj3.X)
     with pytest.raises(ValueError, match="n = 8 is not allowed; accepted: an integer ≥ 16"):
         sobol_normal(8, 2, seed=0)
+
+
+@pytest.mark.parametrize("teacher", ["plane", "space", "four", "two"])
+def test_closed_form_derivatives_equal_autograd(teacher):
+    """The closed-form gradient, Hessian and H∇L̄ of ProfiledObjective (envelope theorem, Schur
+    complement, the retraction's curvature) are the autograd ones to rounding, on every
+    teacher, from random routers and the teacher's own, at large and small τ."""
+    t = {"plane": mr.three_region_plane, "space": mr.three_region_space,
+         "four": mr.four_region_space,
+         "two": lambda: mr.from_two_region(TeacherStudentConfig())}[teacher]()
+    fast = ProfiledObjective(t, 2 ** 11, seed=3)
+    ref = ProfiledObjective(t, 2 ** 11, seed=3, derivatives="autograd")
+    phi = np.concatenate([mc.start_routers(fast, 5, 0, 0.3), t.phi()[None]])
+    for tau in (0.3, 0.03, 0.003):
+        phi_a, T_a, v_a, g_a, H_a = fast.grad_hess(phi, tau)
+        phi_b, T_b, v_b, g_b, H_b = ref.grad_hess(phi, tau)
+        assert np.array_equal(T_a, T_b)                  # same tangent basis: comparable
+        scale = max(1.0, np.abs(H_b).max())
+        assert np.abs(v_a - v_b).max() <= 1e-12
+        assert np.abs(g_a - g_b).max() <= 1e-10 * max(1.0, np.abs(g_b).max())
+        assert np.abs(H_a - H_b).max() <= 1e-10 * scale
+        assert np.abs(fast.grad(phi, tau)[3] - g_b).max() <= 1e-10 * max(1.0, np.abs(g_b).max())
+        d_a, d_b = fast.grad_norm_direction(phi, tau)[3], ref.grad_norm_direction(phi, tau)[3]
+        assert np.abs(d_a - d_b).max() <= 1e-9 * max(1.0, np.abs(d_b).max())
+
+
+def test_closed_form_hessian_without_the_curvature_term_fails(monkeypatch):
+    """Dropping the retraction's curvature term (the one place where the chart is not linear:
+    it enters through the sphere's radius) breaks the agreement: the test above can fail."""
+    from moe_routing.landscape import profiled
+
+    phi = mc.start_routers(ProfiledObjective(T3, 2 ** 11, seed=3), 3, 0, 0.3)
+    H_ref = ProfiledObjective(T3, 2 ** 11, seed=3, derivatives="autograd").grad_hess(phi, 0.1)[4]
+    H = ProfiledObjective(T3, 2 ** 11, seed=3).grad_hess(phi, 0.1)[4]
+    assert np.abs(H - H_ref).max() <= 1e-10 * np.abs(H_ref).max()
+    monkeypatch.setattr(profiled, "chart_radius", lambda _K: float("inf"))  # curvature → 0
+    H_flat = ProfiledObjective(T3, 2 ** 11, seed=3).grad_hess(phi, 0.1)[4]
+    assert np.abs(H_flat - H_ref).max() > 1e-3 * np.abs(H_ref).max()
+
+
+def test_two_region_agreement_is_at_rounding_level():
+    assert mr.two_region_agreement([0.3, 0.03], seed=0, n=2 ** 12) < 1e-12
+
+
+@pytest.fixture(scope="module")
+def search3():
+    return mc.search_teacher("plane", T3, 2 ** 12, 0, [0.3, 0.1], eval_n=2 ** 13, n_starts=4,
+                             descent_steps=20, grad_norm_steps=4, newton_steps=10,
+                             continuation_steps=5, progress=False)
+
+
+def test_search_teacher_is_the_chapter_search(search3):
+    """search_teacher runs critical_points on its own objective and evaluation sample (seed,
+    seed + 1), and adds the joint spectrum at the smallest τ only."""
+    obj = ProfiledObjective(T3, 2 ** 12, 0)
+    X_eval = sobol_normal(2 ** 13, 2, 1)
+    pts, stats = mc.critical_points(obj, [0.3, 0.1], mc.start_routers(obj, 4, 0, 0.3), X_eval,
+                                    descent_steps=20, grad_norm_steps=4, newton_steps=10,
+                                    continuation_steps=5)
+    assert stats == search3.stats and len(pts) == len(search3.points) > 0
+    for a, b in zip(pts, search3.points):
+        assert np.array_equal(a.phi, b.phi)
+        assert (b.joint_eigs is not None) == (b.tau == 0.1)
+    assert "critical points in" in search3.describe()
+
+
+def test_tables_count_every_point(search3):
+    counts = mc.count_table(list(search3.points))
+    assert int(counts.to_numpy().sum()) == len(search3.points)
+    assert list(counts.index) == sorted(set(counts.index), reverse=True)
+    rows = mc.point_table(list(search3.points))
+    assert len(rows) == len(search3.points) and list(rows["τ"]) == sorted(rows["τ"], reverse=True)
+
+
+def test_first_order_check_needs_a_critical_point(search3):
+    from dataclasses import replace
+
+    from moe_routing.landscape.recovery import first_order_check
+
+    fo = first_order_check(search3, [0.3, 0.1], floor=1 / 2 ** 13)
+    assert fo.curve.taus and len(fo.law) == len(fo.boundary_mass) == len(fo.curve.taus)
+    assert fo.expert_ratio > 0 and fo.layer_points > 0
+    with pytest.raises(ValueError, match="search"):
+        first_order_check(replace(search3, points=()), [0.3, 0.1], floor=1e-3)

@@ -91,6 +91,7 @@ from moe_routing.landscape import first_order as fo
 from moe_routing.landscape import hessian as hs
 from moe_routing.landscape import multi_critical as mc
 from moe_routing.landscape import multi_region as mr
+from moe_routing.landscape.profiled import ProfiledObjective
 from moe_routing.landscape import recovery as rc
 from moe_routing.landscape import saddles as sa
 from moe_routing.landscape import shape_derivative as sd
@@ -280,7 +281,9 @@ def quad_oracle(phi):
 
 
 T3 = mr.three_region_plane()
-OBJ = mr.ProfiledObjective(T3, 64, seed=0)
+OBJ = ProfiledObjective(T3, 64, seed=0)
+SEARCH3 = mc.search_teacher("t", T3, 2 ** 10, 0, [0.3], eval_n=2 ** 10, n_starts=4, saddles=False,
+                           descent_steps=20, newton_steps=10, progress=False)
 X3 = OBJ.X
 PHI3 = T3.phi()
 STARTS3 = mc.start_routers(OBJ, 2, seed=0, tau=0.1)
@@ -571,9 +574,20 @@ CASES = [
          dict(phi=Ten(), tau=R, X=Ten(), fstar=Ten(), K=C, ridge=R)),
     Case(mr.hard_refit, dict(phi=PHI3, X=X3, fstar=OBJ.fstar, K=3, ridge=1e-9),
          dict(phi=Arr(), X=Ten(), fstar=Ten(), K=C, ridge=R)),
-    Case(mr.ProfiledObjective, dict(teacher=T3, n=32, seed=1, chunk=4),
-         dict(teacher=O, n=C, seed=C, chunk=C)),
+    Case(ProfiledObjective, dict(teacher=T3, n=32, seed=1, chunk=4, derivatives="autograd"),
+         dict(teacher=O, n=C, seed=C, chunk=C, derivatives=Choice())),
     Case(OBJ.value, dict(phi=STARTS3, tau=0.2), dict(phi=Arr(), tau=R)),
+    Case(mc.search_teacher, dict(name="t", teacher=T3, n=64, seed=1, taus=[0.2], eval_n=64,
+                                 n_starts=2, saddles=True, descent_steps=2, grad_norm_steps=1,
+                                 newton_steps=1, continuation_steps=1, progress=False),
+         dict(name=Name(), teacher=O, n=C, seed=C, taus=TAUS, eval_n=C, n_starts=C,
+              saddles=B, descent_steps=C, grad_norm_steps=C, newton_steps=C,
+              continuation_steps=C, progress=B)),
+    Case(mc.count_table, dict(points=list(SEARCH3.points)), dict(points=O)),
+    Case(mc.point_table, dict(points=list(SEARCH3.points)), dict(points=O)),
+    Case(rc.first_order_check, dict(search=SEARCH3, taus=[0.3], floor=1e-3, width=0.05),
+         dict(search=O, taus=TAUS, floor=R, width=R)),
+    Case(mr.two_region_agreement, dict(taus=[0.1], seed=1, n=64), dict(taus=TAUS, seed=C, n=C)),
     Case(OBJ.refit, dict(phi=PHI3, tau=0.2), dict(phi=Arr(), tau=R)),
     Case(OBJ.grad_norm_direction, dict(phi=STARTS3, tau=0.2), dict(phi=Arr(), tau=R)),
     Case(OBJ.grad, dict(phi=STARTS3, tau=0.2), dict(phi=Arr(), tau=R)),
@@ -710,7 +724,7 @@ def same(a: Any, b: Any, tol: float = 0.0) -> bool:
         return np.allclose(a, b, rtol=0.0, atol=tol * max(1.0, float(np.abs(a).max())))
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name), tol)
-                                          for f in dataclasses.fields(a))
+                                          for f in dataclasses.fields(a) if f.compare)
     if isinstance(a, (tuple, list)):
         return type(a) is type(b) and len(a) == len(b) and all(same(x, y, tol) for x, y in zip(a, b))
     if isinstance(a, dict):
@@ -966,7 +980,8 @@ EXEMPT = {
     "moe_routing.landscape.critical_points.SoftCriticalPoint",
     "moe_routing.landscape.multi_critical.MultiCriticalPoint", "moe_routing.landscape.symmetry.FlowResult",
     "moe_routing.landscape.first_order.InterfaceConstants", "moe_routing.landscape.recovery.RecoveryCurve",
-    "moe_routing.landscape.saddles.SaddleTally",
+    "moe_routing.landscape.saddles.SaddleTally", "moe_routing.landscape.recovery.FirstOrderCheck",
+    "moe_routing.landscape.multi_critical.TeacherSearch",
     # methods without arguments: nothing to refuse
     "moe_routing.boundary.routers.LinearRouter.pairs",
     "moe_routing.boundary.gamma.ThresholdFamily.margin_constant",
@@ -974,6 +989,7 @@ EXEMPT = {
     "moe_routing.landscape.multi_region.MultiRegionTeacher.phi",
     "moe_routing.landscape.multi_region.MultiRegionTeacher.teacher_equivalents",
     "moe_routing.landscape.symmetry.TwoExpertGaussian.arrays",
+    "moe_routing.landscape.multi_critical.TeacherSearch.describe",
 }
 
 

@@ -9,6 +9,8 @@ readable on the dark theme.
 
 from __future__ import annotations
 
+import numpy as np
+
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 
 
@@ -57,3 +59,19 @@ def style() -> None:
         return
     if get_ipython() is not None:
         set_matplotlib_formats("svg")
+
+
+def interfaces(ax, grid, A, **contour_kw) -> None:
+    """Draw every interface ``{a_j = a_k = top score}`` of the scores ``A`` (m², K) given on
+    the square grid ``grid`` × ``grid`` (m points each way): the zero contour of ``a_j − a_k``
+    where j and k are the two largest scores, so only the part of each interface that is a
+    boundary between cells is drawn."""
+    A = np.asarray(A)
+    srt = np.sort(A, 1)
+    m = len(grid)
+    for j in range(A.shape[1]):
+        for k in range(j + 1, A.shape[1]):
+            top = np.maximum(A[:, j], A[:, k]) >= srt[:, -1] - 1e-12
+            top2 = np.minimum(A[:, j], A[:, k]) >= srt[:, -2] - 1e-12
+            F = np.where(top & top2, A[:, j] - A[:, k], np.nan)
+            ax.contour(grid, grid, F.reshape(m, m), levels=[0.0], **contour_kw)

@@ -32,7 +32,8 @@ from typing import Callable
 import numpy as np
 
 from .. import validation as check
-from .multi_region import ProfiledObjective, chart_points, normalise, relabel_all
+from .multi_region import chart_points, normalise, relabel_all
+from .profiled import ProfiledObjective
 from .teacher_student import routers, wrap_phi
 
 #: the descent oracle of a chart: phi (S, M) -> (phi on the chart, gradient (S, D), move), where

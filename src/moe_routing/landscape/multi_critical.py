@@ -26,6 +26,7 @@ modulo relabelling and classified by the eigenvalues of the D×D Hessian.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,8 +34,10 @@ import torch
 
 from .. import validation as check
 from .charts import MultiRegionChart, dedupe, descend
-from .multi_region import (ProfiledObjective, chart_points, describe_partition, expert_error, gates,
-                           hard_refit, normalise, partition_error, random_routers)
+from .common import sobol_normal
+from .multi_region import (MultiRegionTeacher, chart_points, describe_partition, expert_error,
+                           gates, hard_refit, normalise, partition_error, random_routers)
+from .profiled import ProfiledObjective
 
 EIG_TOL = 1e-6         # |λ| below this (relative to max |λ|) counts as zero curvature
 
@@ -197,12 +200,15 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
                     tol: float = 1e-7,
                     teacher_radius: float = 0.1, merge: float = 1e-3, joint: bool = False,
                     candidate_radius: float = 0.03, continuation_steps: int = 25,
-                    n_slow: int = 0, give_up: int = 12, saddle_candidates: int = 8):
+                    n_slow: int = 0, give_up: int = 12, saddle_candidates: int = 8,
+                    progress=None):
     """Critical points of ``L̄_τ`` for each τ (in the given order, usually decreasing).
 
     Returns ``(points, stats)``; ``stats[τ]`` counts candidates, converged and dropped points.
     ``eval_X``: an independent sample on which partition errors and ``L̄_0`` are measured.
     ``teacher_radius``: a point whose partition error is below it is teacher-equivalent.
+    ``progress``: called as ``progress(i, n, note)`` after each of the n temperatures (e.g. a
+    :class:`moe_routing.progress.Progress`).
     """
     obj = _objective(obj)
     taus = [float(t) for t in check.temperatures("taus", taus)]
@@ -264,4 +270,100 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
         stats[tau] = {"candidates": int(len(cand)), "converged": int(ok.sum()), "distinct": len(found)}
         out.extend(found)
         prev = found
+        if progress is not None:
+            progress(len(stats), len(taus), f"τ = {tau:g}: {len(found)} critical points")
     return out, stats
+
+
+@dataclass(frozen=True)
+class TeacherSearch:
+    """The critical points of one teacher's ``L̄_τ`` at every temperature searched, with the
+    objective and the evaluation sample they were measured on."""
+
+    name: str
+    teacher: MultiRegionTeacher
+    obj: ProfiledObjective
+    saddle_search: bool            # False: minima only (descent and Newton, no saddle search)
+    X_eval: torch.Tensor           # (eval_n, d) independent sample: partition errors, L̄_0
+    points: tuple                  # MultiCriticalPoint, in the order found
+    stats: dict                    # τ → candidates, converged, distinct
+    seconds: float = field(compare=False)   # wall time: a measurement, not a result
+
+    def describe(self) -> str:
+        """Two lines: what was found per τ, and how the two kinds of partition error separate."""
+        per_tau = ", ".join(f"{t:g}: ({s['candidates']}, {s['converged']}, {s['distinct']})"
+                            for t, s in self.stats.items())
+        te = [c.partition_error for c in self.points if c.teacher]
+        nt = [c.partition_error for c in self.points if not c.teacher]
+        return (f"{self.name}: {len(self.points)} critical points in {self.seconds:.0f} s; per τ "
+                f"(candidates, converged, distinct): {per_tau}\n    partition errors: "
+                + (f"teacher-equivalent ≤ {max(te):.3g}" if te else "no teacher-equivalent point")
+                + ", " + (f"non-teacher ≥ {min(nt):.3g}" if nt else "no non-teacher point found"))
+
+
+def search_teacher(name: str, teacher: MultiRegionTeacher, n: int, seed: int, taus, *,
+                   eval_n: int, n_starts: int, saddles: bool = True, descent_steps: int = 60,
+                   grad_norm_steps: int = 15, newton_steps: int = 25,
+                   continuation_steps: int = 25, progress: bool = True) -> TeacherSearch:
+    """The chapter's search for one teacher: the objective on an ``n``-point sample, an
+    independent ``eval_n``-point evaluation sample (seed + 1), ``n_starts`` random routers, the
+    critical points at every τ (with the saddle search and continuation when ``saddles``, minima
+    only otherwise), and the joint (θ, φ) Hessian — the theorem's object — at the smallest τ.
+    ``progress``: report "i of n temperatures, ETA" lines on stderr."""
+    from ..progress import Progress
+
+    check.require(isinstance(name, str) and name != "", "name", name, "a non-empty teacher name")
+    check.instance("teacher", teacher, MultiRegionTeacher, "a MultiRegionTeacher")
+    taus = [float(t) for t in check.temperatures("taus", taus)]
+    eval_n = check.integer("eval_n", eval_n, low=16)
+    n_starts = check.integer("n_starts", n_starts, low=1)
+    saddles, progress = check.flag("saddles", saddles), check.flag("progress", progress)
+    for knob, v in (("descent_steps", descent_steps), ("grad_norm_steps", grad_norm_steps),
+                    ("newton_steps", newton_steps), ("continuation_steps", continuation_steps)):
+        check.integer(knob, v, low=1 if knob == "descent_steps" else 0)
+    obj = ProfiledObjective(teacher, n, seed)
+    X_eval = sobol_normal(eval_n, teacher.d, seed + 1)
+    starts = start_routers(obj, n_starts, seed, taus[0])
+    t0 = time.perf_counter()
+    pts, stats = critical_points(
+        obj, taus, starts, X_eval, descent_steps=descent_steps,
+        grad_norm_steps=grad_norm_steps if saddles else 0,
+        continuation_steps=continuation_steps if saddles else 0, newton_steps=newton_steps,
+        progress=Progress(f"{name}: critical-point search, temperature", len(taus), every=0.0)
+        if progress else None)
+    for c in pts:
+        if c.tau == taus[-1]:
+            c.joint_eigs = np.linalg.eigvalsh(obj.joint_hessian(c.theta, c.phi, c.tau))
+    return TeacherSearch(name=name, teacher=teacher, obj=obj, saddle_search=saddles,
+                         X_eval=X_eval, points=tuple(pts), stats=stats,
+                         seconds=time.perf_counter() - t0)
+
+
+def _point_list(points) -> list:
+    ok = isinstance(points, (list, tuple)) and all(isinstance(c, MultiCriticalPoint) for c in points)
+    check.require(ok, "points", points, "a list of MultiCriticalPoint (a TeacherSearch's points)")
+    return list(points)
+
+
+def count_table(points):
+    """Critical points found per temperature (rows, decreasing) and kind (columns): a pandas
+    DataFrame of counts."""
+    import pandas as pd
+
+    pts = _point_list(points)
+    return pd.crosstab(pd.Series([c.tau for c in pts], name="τ"),
+                       pd.Series([c.kind for c in pts], name="kind")).sort_index(ascending=False)
+
+
+def point_table(points):
+    """Every critical point, one row each (by τ decreasing, then value): a pandas DataFrame."""
+    import pandas as pd
+
+    pts = _point_list(points)
+    return pd.DataFrame([{
+        "τ": c.tau, "family": c.family, "kind": c.kind, "cells ⊇ teacher regions": c.partition,
+        "L̄_τ": round(c.value, 5), "L̄₀ (same router)": round(c.hard_value, 5),
+        "λ_min": round(c.lam_min, 4), "λ_max": round(float(c.hess_eigs[-1]), 2),
+        "partition error": float(f"{c.partition_error:.3g}"),
+        "expert error": round(c.expert_error, 4),
+    } for c in sorted(pts, key=lambda c: (-c.tau, c.value))])

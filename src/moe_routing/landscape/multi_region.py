@@ -313,6 +313,30 @@ def from_two_region(cfg) -> MultiRegionTeacher:
     return MultiRegionTeacher.from_arrays(W, c, cfg.beta, cfg.noise_std, min_mass=0.01)
 
 
+def two_region_agreement(taus, seed: int, n: int = 2 ** 14) -> float:
+    """``max |L_τ(this module) − L_τ(teacher_student)|`` for the K = 2 teacher of
+    :class:`.teacher_student.TeacherStudentConfig`, on one sample, over four fixed routers
+    (both charts: angle and offset (α, b) there, ``V = n(α)/√2, e = −b/√2`` here), seeded
+    random experts and every τ in ``taus``: the K-region code specialised to two regions is the
+    two-region code (a value at rounding level says so; anything larger is a bug)."""
+    from .teacher_student import TeacherStudentConfig
+    from .teacher_student import soft_risk as soft_risk_k2
+
+    taus = check.temperatures("taus", taus)
+    seed = check.integer("seed", seed, low=0)
+    cfg = TeacherStudentConfig()
+    t2 = from_two_region(cfg)
+    X = sobol_normal(n, 2, seed)
+    theta = torch.randn(4, 2, 3, dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(seed))
+    ab = torch.tensor([[0.4, 0.1], [1.3, -0.5], [2.5, 1.0], [0.05, 0.31]], dtype=torch.float64)
+    nv = torch.stack([ab[:, 0].cos(), ab[:, 0].sin()], 1)
+    phi = torch.cat([nv / math.sqrt(2), -ab[:, 1:] / math.sqrt(2)], 1)
+    return max(float((soft_risk(theta, phi, float(t), X, t2.fstar(X))
+                      - soft_risk_k2(theta, ab, float(t), X, cfg.fstar(X))).abs().max())
+               for t in taus)
+
+
 # --------------------------------------------------------------------------------------------
 # The chart
 # --------------------------------------------------------------------------------------------
@@ -454,7 +478,7 @@ def _sample_moments(X: torch.Tensor, fstar: torch.Tensor):
 
 
 def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tensor, K: int,
-               ridge: float = RIDGE, moments=None):
+               ridge: float = RIDGE, moments=None, return_gram: bool = False):
     """``θ_τ(φ) = argmin_θ L_τ(θ, φ)`` on the sample (least squares on ``z = (π_k x̃)_k``).
 
     Returns ``(theta (S,K,p), profiled risk without noise (S,))``; differentiable in φ.
@@ -464,7 +488,9 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
     never from the (S, n, K·p) design matrix of :func:`soft_refit_reference` (less memory
     traffic in the double backward passes that the Hessians need; the speed-up is measured by
     ``benchmarks/bench_landscape_multi.py``).  ``moments``: the per-sample products of
-    :class:`ProfiledObjective` (``obj.moments``), computed once per sample.
+    :class:`.profiled.ProfiledObjective` (``obj.moments``), computed once per sample.
+    ``return_gram``: also return the gates ``P`` (S, n, K) and the ridged Gram matrix ``G``
+    (S, K·p, K·p), which the closed-form Hessian of :mod:`.profiled` reuses.
     """
     _sample(X, fstar)
     ridge = check.number("ridge", ridge, low=0)
@@ -486,6 +512,8 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
     G = G + ridge * torch.eye(K * p, dtype=G.dtype)
     theta = torch.linalg.solve(G, c[..., None])[..., 0]                 # (S, K·p)
     risk = (fstar ** 2).mean() - (c * theta).sum(-1)
+    if return_gram:
+        return theta.reshape(-1, K, p), risk, P, G
     return theta.reshape(-1, K, p), risk
 
 
@@ -543,118 +571,6 @@ def hard_refit(phi: np.ndarray, X: torch.Tensor, fstar: torch.Tensor, K: int, ri
         theta[k] = torch.linalg.solve(G, A.T @ y / n)
         sse = sse + ((y - A @ theta[k]) ** 2).sum() / n
     return theta.numpy(), float(sse)
-
-
-class ProfiledObjective:
-    """``L̄_τ(φ)`` of one teacher on one fixed sample, with its derivatives in local coordinates.
-
-    ``X``: the sample (scrambled Sobol, ``n`` points); ``chunk``: routers per autograd pass
-    (bounds memory: one pass holds a few ``(chunk, n, K·p)`` tensors).
-    """
-
-    def __init__(self, teacher: MultiRegionTeacher, n: int, seed: int, chunk: int = 16):
-        check.instance("teacher", teacher, MultiRegionTeacher, "a MultiRegionTeacher")
-        chunk = check.integer("chunk", chunk, low=1)
-        self.teacher = teacher
-        self.K, self.d = teacher.K, teacher.d
-        self.X = sobol_normal(n, self.d, seed)
-        self.fstar = teacher.fstar(self.X)
-        self.moments = _sample_moments(self.X, self.fstar)
-        self.noise_var = teacher.noise_std ** 2
-        self.chunk = int(chunk)
-        self.D = chart_dim(self.K, self.d)
-
-    def value(self, phi, tau: float) -> np.ndarray:
-        """``L̄_τ`` (noise included) at routers (S, M) → (S,)."""
-        tau = check.temperature("tau", tau)
-        phi = torch.as_tensor(chart_points(phi, self.K, self.d, name="phi"))
-        with torch.no_grad():
-            out = [soft_refit(phi[i:i + self.chunk], tau, self.X, self.fstar, self.K, moments=self.moments)[1]
-                   for i in range(0, len(phi), self.chunk)]
-        return torch.cat(out).numpy() + self.noise_var
-
-    def refit(self, phi, tau: float) -> np.ndarray:
-        """``θ_τ(φ)`` for one router: (K, p)."""
-        tau = check.temperature("tau", tau)
-        ph = torch.as_tensor(chart_points(phi, self.K, self.d, name="phi", single=True)).reshape(1, -1)
-        with torch.no_grad():
-            return soft_refit(ph, tau, self.X, self.fstar, self.K, moments=self.moments)[0][0].numpy()
-
-    def _local(self, phi, tau, order: int):
-        tau = check.temperature("tau", tau)
-        phi = normalise(phi, self.K, self.d)
-        T = tangent_basis(phi, self.K, self.d)
-        vals, grads, hess = [], [], []
-        for i in range(0, len(phi), self.chunk):
-            p0 = torch.as_tensor(phi[i:i + self.chunk])
-            T0 = torch.as_tensor(T[i:i + self.chunk])
-            z = torch.zeros(len(p0), self.D, dtype=torch.float64, requires_grad=True)
-            v = soft_refit(retract(p0, T0, z, self.K, self.d), tau, self.X, self.fstar, self.K,
-                           moments=self.moments)[1]
-            (g,) = torch.autograd.grad(v.sum(), z, create_graph=order > 1)      # (S, D)
-            vals.append(v.detach())
-            grads.append(g.detach())
-            if order > 1:
-                rows = [torch.autograd.grad(g[:, j].sum(), z, retain_graph=j < self.D - 1)[0]
-                        for j in range(self.D)]
-                H = torch.stack(rows, 1)
-                hess.append(0.5 * (H + H.transpose(1, 2)))
-        out = [torch.cat(vals).numpy() + self.noise_var, torch.cat(grads).numpy()]
-        if order > 1:
-            out.append(torch.cat(hess).numpy())
-        return (phi, T, *out)
-
-    def grad_norm_direction(self, phi, tau: float):
-        """``(phi, T, |∇L̄_τ| (S,), ∇(½|∇L̄_τ|²) = H∇L̄_τ (S, D))``: one Hessian-vector product per
-        router, the descent direction towards critical points of every index."""
-        tau = check.temperature("tau", tau)
-        phi = normalise(phi, self.K, self.d)
-        T = tangent_basis(phi, self.K, self.d)
-        gns, dirs = [], []
-        for i in range(0, len(phi), self.chunk):
-            p0, T0 = torch.as_tensor(phi[i:i + self.chunk]), torch.as_tensor(T[i:i + self.chunk])
-            z = torch.zeros(len(p0), self.D, dtype=torch.float64, requires_grad=True)
-            v = soft_refit(retract(p0, T0, z, self.K, self.d), tau, self.X, self.fstar, self.K,
-                           moments=self.moments)[1]
-            (g,) = torch.autograd.grad(v.sum(), z, create_graph=True)
-            (hg,) = torch.autograd.grad((g * g.detach()).sum(), z)
-            gns.append(g.detach().norm(dim=1))
-            dirs.append(hg)
-        return phi, T, torch.cat(gns).numpy(), torch.cat(dirs).numpy()
-
-    def grad(self, phi, tau: float):
-        """``(phi on the chart, T, value (S,), Riemannian gradient (S, D))``."""
-        return self._local(phi, tau, 1)
-
-    def grad_hess(self, phi, tau: float):
-        """``(phi, T, value (S,), gradient (S, D), Hessian (S, D, D))`` in local coordinates."""
-        return self._local(phi, tau, 2)
-
-    def step(self, phi, T, z) -> np.ndarray:
-        """Move by local coordinates z (S, D) from phi (S, M): the retraction, numpy."""
-        phi = chart_points(phi, self.K, self.d, name="phi")
-        T = check.finite_array("T", T, ndim=3)
-        z = check.finite_array("z", z, ndim=2)
-        with torch.no_grad():
-            return retract(torch.as_tensor(phi), torch.as_tensor(T), torch.as_tensor(z),
-                           self.K, self.d).numpy()
-
-    def joint_hessian(self, theta, phi, tau: float) -> np.ndarray:
-        """Hessian of ``L_τ(θ, φ)`` in ``(vec θ (K·p), z (D))`` at one point: (Kp+D, Kp+D)."""
-        tau = check.temperature("tau", tau)
-        theta = check.finite_array("theta", theta, shape=(self.K, self.d + 1))
-        phi = normalise(chart_points(phi, self.K, self.d, name="phi", single=True), self.K, self.d)
-        T = torch.as_tensor(tangent_basis(phi, self.K, self.d))
-        p0 = torch.as_tensor(phi)
-        Kp = self.K * (self.d + 1)
-        x0 = torch.cat([torch.as_tensor(theta).reshape(Kp), torch.zeros(self.D, dtype=torch.float64)])
-
-        def f(x):
-            ph = retract(p0, T, x[Kp:][None], self.K, self.d)
-            return soft_risk(x[:Kp].reshape(1, self.K, -1), ph, tau, self.X, self.fstar)[0]
-
-        H = torch.autograd.functional.hessian(f, x0)
-        return (0.5 * (H + H.T)).numpy()
 
 
 # --------------------------------------------------------------------------------------------

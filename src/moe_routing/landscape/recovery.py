@@ -105,3 +105,48 @@ def multi_region_recovery(points, taus, name: str, floor: float = 0.0) -> Recove
         partition_error=tuple(c.partition_error for c in glob),
         lam_min=tuple(c.lam_min for c in glob),
         lam_max=tuple(float(c.hess_eigs[-1]) for c in glob), floor=floor)
+
+
+@dataclass(frozen=True)
+class FirstOrderCheck:
+    """A K-region teacher's global minimisers against the first-order laws of
+    :mod:`.first_order` (a result record): the recovery curve, the boundary mass of the
+    teacher's interfaces and the expert-error law at each of its temperatures, and at the
+    smallest one the measured / law ratios and how many objective points lie in the layer."""
+
+    curve: RecoveryCurve
+    constants: object          # first_order.InterfaceConstants
+    boundary_mass: tuple       # BM_T(τ) per τ of the curve
+    law: tuple                 # first-order expert error per τ of the curve
+    expert_ratio: float        # measured / law at the smallest τ
+    curvature_ratio: float     # measured / law of the extreme Hessian eigenvalue further from 1
+    layer_points: float        # objective sample points inside the boundary layer there
+
+
+def first_order_check(search, taus, floor: float, width: float = 0.02) -> FirstOrderCheck:
+    """Compare the global minimisers of one teacher's search (a
+    :class:`.multi_critical.TeacherSearch`) with the first-order laws: interface constants by
+    the coarea layer estimator of half-width ``width`` on the search's evaluation sample;
+    ``floor``: the evaluation sample's resolution (1/eval_n).  Refuses a search that found no
+    critical point (there is no minimiser to compare)."""
+    from .first_order import (expert_error_first_order, hessian_first_order,
+                              multi_region_constants, teacher_boundary_mass)
+    from .multi_critical import TeacherSearch
+
+    check.instance("search", search, TeacherSearch, "a TeacherSearch (multi_critical.search_teacher)")
+    width = check.positive("width", width)
+    curve = multi_region_recovery(list(search.points), taus, search.name, floor=floor)
+    check.require(len(curve.taus) > 0, "search", search.name,
+                  "a search that found a critical point at some τ (raise n_starts)")
+    consts = multi_region_constants(search.teacher, search.X_eval, width=width)
+    bm = teacher_boundary_mass(search.teacher, list(curve.taus), search.X_eval)
+    law = expert_error_first_order(consts, list(curve.taus))
+    t_min = curve.taus[-1]
+    law_eig = np.linalg.eigvalsh(hessian_first_order(consts, t_min))[[0, -1]]
+    cr = np.array([curve.lam_min[-1], curve.lam_max[-1]]) / law_eig
+    X = search.obj.X
+    return FirstOrderCheck(
+        curve=curve, constants=consts, boundary_mass=tuple(map(float, bm)),
+        law=tuple(map(float, law)), expert_ratio=float(curve.expert_error[-1] / law[-1]),
+        curvature_ratio=float(cr[np.argmax(np.abs(cr - 1))]),
+        layer_points=float(teacher_boundary_mass(search.teacher, [t_min], X)[0] * X.shape[0]))

@@ -212,7 +212,62 @@ def bench_soft_to_hard(old_fraction: float) -> list[Row]:
     return rows
 
 
-CHAPTERS = {"symmetry_breaking": bench_symmetry_breaking, "soft_to_hard": bench_soft_to_hard}
+# ------------------------------------------------------------------------ landscape (K regions)
+
+def bench_landscape_multi(_old_fraction: float) -> list[Row]:
+    """A Newton batch (8 routers) of profiled Hessians per teacher at the paper's sample sizes:
+    closed form (new) against autograd (old).  Both are exact: the error column is the
+    relative difference of the two Hessians' spectra, the same in both columns (equal error).
+    Both run at full size (no ``old_fraction``): one batch of autograd Hessians takes seconds."""
+    from moe_routing.landscape import multi_critical as mc
+    from moe_routing.landscape import multi_region as mr
+    from moe_routing.landscape.profiled import ProfiledObjective
+
+    p = paper_params("landscape_multi")
+    tau = float(min(p["taus"]))
+    rows = []
+    for name, make, n in (("K = 3, d = 2", mr.three_region_plane, p["n_d2"]),
+                          ("K = 3, d = 3", mr.three_region_space, p["n_d3"]),
+                          ("K = 4, d = 3", mr.four_region_space, p["n_d3"])):
+        t = make()
+        new, old = (ProfiledObjective(t, n, 0, derivatives=m) for m in ("closed_form", "autograd"))
+        phi = mr.normalise(mc.start_routers(new, 8, 0, tau), t.K, t.d)
+        (_, _, _, _, H_new), t_new = timed(lambda o=new, x=phi: o.grad_hess(x, tau))
+        (_, _, _, _, H_old), t_old = timed(lambda o=old, x=phi: o.grad_hess(x, tau))
+        e_new, e_old = np.linalg.eigvalsh(H_new), np.linalg.eigvalsh(H_old)
+        err = float(np.abs(e_new - e_old).max() / np.abs(e_old).max())
+        rows.append(Row("landscape_multi", f"{name}: 8 Hessians, n = {n}, τ = {tau:g}",
+                        t_old, t_new, err, err, "relative difference of the spectra (both exact)"))
+    return rows
+
+
+# ------------------------------------------------------------------------ construction
+
+def bench_construction(old_fraction: float) -> list[Row]:
+    """Circuit isolation at the paper's size (``isolation_experts`` knock-outs): every slot
+    re-evaluated per knock-out (old, run on ``old_fraction`` of the experts and extrapolated
+    linearly) against re-evaluating only the slots routed to the knocked-out expert (new).
+    Both are exact; the error column is the largest difference of any reported number."""
+    from moe_routing.construction import build_moe
+    from moe_routing.construction.verify import isolation
+    from moe_routing.knowledge import build_dataset
+
+    p = paper_params("construction")
+    ds = build_dataset(n_relations=p["n_relations"], seed=p["seed"])
+    model, rep = build_moe(ds, eps=max(p["eps_list"]))           # as the chapter builds it
+    experts = list(range(min(p["isolation_experts"], ds.n_tasks)))
+    k_old = experts[:max(1, int(round(len(experts) * old_fraction)))]
+    new, t_new = timed(lambda: isolation(model, rep, ds, experts))
+    old, t_old = timed(lambda: isolation(model, rep, ds, k_old, method="full"))
+    diff = max(abs(a[k] - b[k]) for a, b in zip(new, old) for k in a
+               if isinstance(a[k], float))
+    return [Row("construction", f"isolation of {len(experts)} experts ({len(k_old)} timed old)",
+                t_old * len(experts) / len(k_old), t_new, max(diff, 1e-300), max(diff, 1e-300),
+                "largest difference of a reported number (both exact)")]
+
+
+CHAPTERS = {"symmetry_breaking": bench_symmetry_breaking, "soft_to_hard": bench_soft_to_hard,
+            "landscape_multi": bench_landscape_multi, "construction": bench_construction}
 
 
 def main() -> None:

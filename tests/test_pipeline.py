@@ -544,3 +544,24 @@ def test_a_grid_backend_without_its_package_is_refused_before_anything_runs(exec
     pl.check_grid_settings({"MOE_GRID_EXECUTOR": "local"})          # needs nothing
     with pytest.raises(pl.PipelineError, match="'dask' is not allowed; accepted: local, ray, slurm"):
         pl.check_grid_settings({"MOE_GRID_EXECUTOR": "dask"})
+
+
+def test_book_runs_the_grid_chapters_first_and_alone():
+    """`make book` runs GRID_NOTEBOOKS (they use every core) before the others, which it runs
+    BOOK_JOBS at a time: every name there is a chapter, and every chapter with a `workers`
+    knob (a grid of training runs) is among them."""
+    import re
+
+    import yaml
+
+    ROOT = Path(__file__).resolve().parents[1]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    grid = re.search(r"^GRID_NOTEBOOKS\s*:=\s*(.*)$", makefile, re.M).group(1).split()
+    chapters = {p.stem for p in (ROOT / "notebooks").glob("*.md") if p.stem != "README"}
+    assert set(grid) <= chapters, set(grid) - chapters
+    default = yaml.safe_load((ROOT / "notebooks/params/default.yaml").read_text())
+    with_workers = {c for c, block in default.items() if isinstance(block, dict) and "workers" in block}
+    assert with_workers and with_workers <= set(grid), with_workers - set(grid)
+    dry = subprocess.run(["make", "-n", "book"], cwd=ROOT, capture_output=True, text=True).stdout
+    first, second = dry.index(f'NOTEBOOKS="{" ".join(sorted(grid))}"'), dry.index("-j")
+    assert first < second

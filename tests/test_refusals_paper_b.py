@@ -156,6 +156,13 @@ class Func(Kind):
 
 
 @dataclasses.dataclass(frozen=True)
+class OptFunc(Kind):
+    """A callable or None (a progress callback)."""
+
+    draw = staticmethod(pick([1.0, NAN, "f", np.zeros(2)]))
+
+
+@dataclasses.dataclass(frozen=True)
 class Seed(Kind):
     draw = staticmethod(pick([-1, NAN, 1.5, "seed", [1, 2], True, INF]))
 
@@ -527,8 +534,9 @@ CASES = [
     Case(cp.hard_critical_points, dict(cfg=CFG, starts=[[2.0, -0.5]]), dict(cfg=O, starts=Arr()),
          accept=False),
     Case(cp.soft_critical_points, dict(cfg=CFG, taus=[0.1], starts=[[2.0, -0.5]], seeds=[[2.0, -0.5]],
-                                       descent_steps=2),
-         dict(cfg=O, taus=TAUS, starts=Arr(), seeds=Arr(skip=("empty",)), descent_steps=C), accept=False),
+                                       descent_steps=2, progress=None),
+         dict(cfg=O, taus=TAUS, starts=Arr(), seeds=Arr(skip=("empty",)), descent_steps=C,
+              progress=OptFunc()), accept=False),
     # ---------------------------------------------------------------- landscape: K regions
     Case(mr.helmert, dict(K=3), dict(K=C)),
     Case(mr.chart_radius, dict(K=3), dict(K=C)),
@@ -619,10 +627,11 @@ CASES = [
     Case(mc.critical_points, dict(obj=OBJ, taus=[0.2], starts=STARTS3, eval_X=X3, descent_steps=1,
                                   grad_norm_steps=0, newton_steps=1, tol=1e-7, teacher_radius=0.1,
                                   merge=1e-3, joint=False, candidate_radius=0.03, continuation_steps=0,
-                                  n_slow=0, give_up=1, saddle_candidates=1),
+                                  n_slow=0, give_up=1, saddle_candidates=1, progress=None),
          dict(obj=O, taus=TAUS, starts=Arr(), eval_X=Ten(), descent_steps=C, grad_norm_steps=C,
               newton_steps=C, tol=R, teacher_radius=R, merge=R, joint=B, candidate_radius=R,
-              continuation_steps=C, n_slow=C, give_up=C, saddle_candidates=C), accept=False),
+              continuation_steps=C, n_slow=C, give_up=C, saddle_candidates=C,
+              progress=OptFunc()), accept=False),
     # ---------------------------------------------------------------- landscape: first order
     Case(fo.two_region_constants, dict(cfg=CFG, nodes=16), dict(cfg=O, nodes=C)),
     Case(fo.two_region_boundary_mass, dict(cfg=CFG, widths=W4), dict(cfg=O, widths=WIDTHS)),

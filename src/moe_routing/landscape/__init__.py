@@ -15,9 +15,12 @@
 * :mod:`.first_order` — the soft minimiser near the teacher to first order in τ: an expert bias
   set by the boundary mass, a curvature set by the specialisation gap (our derivation);
 * :mod:`.multi_region` — the same question beyond two regions: K ≥ 2 regions of R^d, linear
-  softmax router in a chart without shift and scale redundancy, profiled soft objective on a
+  softmax router in a chart without shift and scale redundancy, soft risk and refits on a
   fixed quasi-Monte Carlo sample;
-* :mod:`.multi_critical` — the critical-point search for that model;
+* :mod:`.profiled` — that model's profiled soft objective with closed-form gradients and
+  Hessians (envelope theorem, Schur complement), autograd kept as the reference;
+* :mod:`.multi_critical` — the critical-point search for that model, one teacher at a time
+  (:func:`.multi_critical.search_teacher`), and its tables;
 * :mod:`.charts` — the router charts of both models, and the deduplication and descent both
   searches share;
 * :mod:`.symmetry` — the two-expert Gaussian model, the operator M and the gradient flow.

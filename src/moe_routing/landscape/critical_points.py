@@ -151,13 +151,15 @@ def hard_critical_points(cfg: TeacherStudentConfig, starts: np.ndarray) -> list[
 
 
 def soft_critical_points(cfg: TeacherStudentConfig, taus, starts: np.ndarray,
-                         seeds: list | None = None, descent_steps: int = 80) -> list[SoftCriticalPoint]:
+                         seeds: list | None = None, descent_steps: int = 80,
+                         progress=None) -> list[SoftCriticalPoint]:
     """Critical points of ``L_τ`` for each τ (in the given order, usually decreasing).
 
     Candidates at each τ: the end points of normalised descent from every start (this is where
     the global minimiser is found), the ``seeds`` (e.g. the hard critical points) and the points
     found at the previous τ (continuation in τ, which is how saddles are followed). Each
-    candidate is refined by Newton's method and kept when ``|∇L̄_τ| < 1e-7``.
+    candidate is refined by Newton's method and kept when ``|∇L̄_τ| < 1e-7``.  ``progress``:
+    called as ``progress(i, n, note)`` after each of the n temperatures.
     """
     from .hessian import joint_hessian, profiled_soft_grad, profiled_soft_grad_hess, soft_refit_np
     from .teacher_student import expert_error, partition_error
@@ -167,9 +169,10 @@ def soft_critical_points(cfg: TeacherStudentConfig, taus, starts: np.ndarray,
     starts = routers(starts, name="starts")
     seeds = list(routers(seeds, name="seeds")) if seeds is not None and len(seeds) else []
     descent_steps = check.integer("descent_steps", descent_steps, low=1)
+    progress = None if progress is None else check.function("progress", progress)
     prev: list[np.ndarray] = []
     out: list[SoftCriticalPoint] = []
-    for tau in taus:
+    for i, tau in enumerate(taus):
         def fg(p, tau=tau):
             return profiled_soft_grad(cfg, p, tau)
 
@@ -190,4 +193,7 @@ def soft_critical_points(cfg: TeacherStudentConfig, taus, starts: np.ndarray,
                 tau=float(tau), point=c, theta=th,
                 joint_eigs=np.linalg.eigvalsh(joint_hessian(cfg, th, c.phi, tau)),
                 partition_error=partition_error(cfg, c.phi), expert_error=expert_error(cfg, th)))
+        if progress is not None:
+            progress(i + 1, len(taus),
+                     f"τ = {float(tau):g}: {len(found)} critical points")
     return out

@@ -226,6 +226,7 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     tol, merge = check.positive("tol", tol), check.positive("merge", merge)
     candidate_radius = check.positive("candidate_radius", candidate_radius)
     joint = check.flag("joint", joint)
+    progress = None if progress is None else check.function("progress", progress)
     K, d, teacher = obj.K, obj.d, obj.teacher
     chart = MultiRegionChart(K, d)
     fstar_eval = teacher.fstar(eval_X)

@@ -568,3 +568,13 @@ def test_book_runs_the_grid_chapters_first_and_alone():
     second = recipe.index('-j$(BOOK_JOBS)')
     assert first < second < recipe.index('NOTEBOOKS="$(filter-out $(GRID_NOTEBOOKS),')
     assert "$(ONE_THREAD)" in recipe[first:second + 40]     # one thread per chapter beside another
+
+
+def test_grid_environment_names_are_the_executors():
+    """The pipeline skips importing the executor (and torch) when neither variable is set: its
+    names must be the executor's."""
+    from moe_book import pipeline
+
+    from moe_routing.experiments.executor import ENV_EXECUTOR, ENV_WORKERS
+
+    assert pipeline.GRID_ENV == (ENV_EXECUTOR, ENV_WORKERS)

@@ -76,7 +76,8 @@ def paper_scale_note(project, profile: str) -> str:
     except (OSError, ValueError):
         pass
     return (f"The numbers of this build are those of the `{profile}` profile." + at_scale
-            + " The `paper` profile (the papers' data sizes) has never been executed for this "
+            + (" The `paper` profile of the other chapters" if same else " The `paper` profile")
+            + " (the papers' data sizes) has never been executed for this "
             "book: `make execute PROFILE=paper DEVICE=cuda` runs it (its training chapter is a "
             "GPU workload; `make gpu-check` times it on a GPU and projects the whole grid)."
             + (projection or " No such projection has been recorded."))

@@ -494,6 +494,7 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
     """
     _sample(X, fstar)
     ridge = check.number("ridge", ridge, low=0)
+    return_gram = check.flag("return_gram", return_gram)
     P = gates(X, phi, tau, K)                                           # (S, n, K)
     S, n, _ = P.shape
     if moments is not None:

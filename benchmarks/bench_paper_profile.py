@@ -218,7 +218,8 @@ def bench_landscape_multi(_old_fraction: float) -> list[Row]:
     """A Newton batch (8 routers) of profiled Hessians per teacher at the paper's sample sizes:
     closed form (new) against autograd (old).  Both are exact: the error column is the
     relative difference of the two Hessians' spectra, the same in both columns (equal error).
-    Both run at full size (no ``old_fraction``): one batch of autograd Hessians takes seconds."""
+    Both run at full size (no ``old_fraction``): one batch of autograd Hessians takes seconds.
+    Then the search itself, one level against two (:func:`_two_level_row`)."""
     from moe_routing.landscape import multi_critical as mc
     from moe_routing.landscape import multi_region as mr
     from moe_routing.landscape.profiled import ProfiledObjective
@@ -238,7 +239,42 @@ def bench_landscape_multi(_old_fraction: float) -> list[Row]:
         err = float(np.abs(e_new - e_old).max() / np.abs(e_old).max())
         rows.append(Row("landscape_multi", f"{name}: 8 Hessians, n = {n}, τ = {tau:g}",
                         t_old, t_new, err, err, "relative difference of the spectra (both exact)"))
+    rows.append(_two_level_row(p))
     return rows
+
+
+def _two_level_row(p: dict, n: int = 2 ** 16) -> Row:
+    """The critical-point search of the K = 3, d = 2 teacher at the paper's first two
+    temperatures, starts and steps, on an ``n``-point objective (a quarter of the paper's, so
+    that the one-level search runs in a benchmark): one level (old) against the two-level search
+    with the paper's guide (new).  Every point either returns is a critical point of the same
+    objective; the error column is the distance between the two searches' teacher minima (the
+    points the recovery claims use), and the error text says which points each found."""
+    from moe_routing.landscape import multi_critical as mc
+    from moe_routing.landscape import multi_region as mr
+    from moe_routing.landscape.charts import MultiRegionChart
+    from moe_routing.landscape.common import sobol_normal
+    from moe_routing.landscape.profiled import ProfiledObjective
+
+    t, taus = mr.three_region_plane(), sorted(p["taus"], reverse=True)[:2]
+    obj, guide = ProfiledObjective(t, n, 0), ProfiledObjective(t, p["n_guide"], 0)
+    X = sobol_normal(2 ** 16, t.d, 1)
+    starts = mc.start_routers(obj, p["n_starts"], 0, taus[0])
+    kw = dict(descent_steps=p["descent_steps"], grad_norm_steps=p["grad_norm_steps"],
+              newton_steps=p["newton_steps"])
+    (one, _), t_old = timed(lambda: mc.critical_points(obj, taus, starts, X, **kw))
+    (two, _), t_new = timed(lambda: mc.critical_points(obj, taus, starts, X, guide=guide, **kw))
+    chart, dist, found = MultiRegionChart(t.K, t.d), 0.0, []
+    for tau in taus:
+        a, b = ([c for c in pts if c.tau == tau] for pts in (one, two))
+        shared = sum(any(chart.distance(c.phi, q.phi) < 1e-5 for q in b) for c in a)
+        found.append(f"τ = {tau:g}: {len(a)} / {len(b)}, {shared} shared")
+        ta, tb = ([c.phi for c in x if c.teacher] for x in (a, b))
+        dist = max(dist, chart.distance(ta[0], tb[0]) if ta and tb else math.inf)
+    return Row("landscape_multi", f"K = 3, d = 2: search, n = {n}, 2 τ, guide {p['n_guide']}",
+               t_old, t_new, max(dist, 1e-300), max(dist, 1e-300),
+               "distance of the teacher minima; points found (one / two levels): "
+               + "; ".join(found))
 
 
 # ------------------------------------------------------------------------ construction

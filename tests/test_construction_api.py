@@ -152,3 +152,34 @@ def test_chapter_names_only_public_construction_names():
             obj = getattr(obj, p)                                       # AttributeError: stale
         checked += 1
     assert checked >= 4                                # the proof's steps name their functions
+
+
+def test_nested_growth_compares_each_task_across_nested_datasets():
+    """The construction on the first 2 and 3 relations: the two shared tasks are the same tasks
+    (same dictionary and template tokens), their experts are compared neuron by neuron, and a
+    built triple is reused as it is.  Changing one expert's semantic count flips the check, so
+    it can fail."""
+    from dataclasses import replace
+
+    from moe_routing.construction.sizes import NestedGrowth, nested_growth
+    from moe_routing.knowledge import build_dataset
+
+    ds3 = build_dataset(n_relations=3, seed=0)
+    built = (ds3, *build_moe(ds3, eps=1e-3))
+    g = nested_growth([3, 2], seed=0, eps=1e-3, built=built)
+    assert [s.tasks for s in g.sizes] == [2, 3]
+    assert len(g.common) == 2 and g.same_tasks
+    assert g.sizes[1].live_params > g.sizes[0].live_params and g.sizes[1].V >= g.sizes[0].V
+    assert g.semantic_unchanged and g.syntactic_never_grows
+    assert list(g.expert_frame().columns)[:3] == ["task", "neurons (2 tasks)", "neurons (3 tasks)"]
+    assert list(g.size_frame()["tasks"]) == [2, 3]
+    t = g.common[0]
+    row = dict(g.sizes[1].experts[t], semantic=g.sizes[1].experts[t]["semantic"] + 1)
+    broken = NestedGrowth((g.sizes[0], replace(g.sizes[1], experts={**g.sizes[1].experts,
+                                                                   t: row})))
+    assert not broken.semantic_unchanged
+    for kw, name in ((dict(relations=[]), "relations"), (dict(relations=[0]), r"relations\[0\]"),
+                     (dict(eps=0.0), "eps"), (dict(built=(ds3,)), "built")):
+        args = {**dict(relations=[2], seed=0, eps=1e-3), **kw}
+        with pytest.raises(ValueError, match=f"^{name} = "):
+            nested_growth(**args)

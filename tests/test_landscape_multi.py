@@ -12,7 +12,7 @@ from moe_routing.landscape.charts import MultiRegionChart, descend
 from moe_routing.landscape import multi_critical as mc
 from moe_routing.landscape import multi_region as mr
 from moe_routing.landscape.profiled import ProfiledObjective
-from moe_routing.landscape.common import sobol_normal
+from moe_routing.landscape.common import count_table, sobol_normal
 from moe_routing.landscape.teacher_student import TeacherStudentConfig
 from moe_routing.landscape.teacher_student import soft_refit as soft_refit_2
 from moe_routing.landscape.teacher_student import soft_risk as soft_risk_2
@@ -294,7 +294,7 @@ def test_search_teacher_is_the_chapter_search(search3):
 
 
 def test_tables_count_every_point(search3):
-    counts = mc.count_table(list(search3.points))
+    counts = count_table(list(search3.points))
     assert int(counts.to_numpy().sum()) == len(search3.points)
     assert list(counts.index) == sorted(set(counts.index), reverse=True)
     rows = mc.point_table(list(search3.points))
@@ -311,3 +311,60 @@ def test_first_order_check_needs_a_critical_point(search3):
     assert fo.expert_ratio > 0 and fo.layer_points > 0
     with pytest.raises(ValueError, match="search"):
         first_order_check(replace(search3, points=()), [0.3, 0.1], floor=1e-3)
+
+
+def test_two_level_search_returns_the_objectives_own_critical_points():
+    """The two-level search (a guide on the first 2^11 points of the 2^13-point net) returns
+    critical points of the objective itself, and the teacher minimum of the one-level search at
+    every τ.  The guide's own teacher minimum is a different point (by more than 1e-4): the
+    refinement on the objective is what makes the two searches agree, so the comparison can
+    fail."""
+    obj, guide = ProfiledObjective(T3, 2 ** 13, 0), ProfiledObjective(T3, 2 ** 11, 0)
+    X, taus = sobol_normal(2 ** 13, 2, 1), [0.3, 0.1, 0.03]
+    starts = mc.start_routers(obj, 6, 0, taus[0])
+    kw = dict(descent_steps=20, grad_norm_steps=6, newton_steps=15, continuation_steps=10)
+    one = mc.critical_points(obj, taus, starts, X, **kw)[0]
+    two = mc.critical_points(obj, taus, starts, X, guide=guide, **kw)[0]
+    guide_only = mc.critical_points(guide, taus, starts, X, **kw)[0]
+    chart = MultiRegionChart(3, 2)
+    for tau in taus:
+        phis = np.stack([c.phi for c in two if c.tau == tau])
+        assert np.linalg.norm(obj.grad(phis, tau)[3], axis=1).max() < 1e-7
+        (t1,), (t2,), (tg,) = ([c.phi for c in pts if c.tau == tau and c.teacher]
+                               for pts in (one, two, guide_only))
+        assert chart.distance(t1, t2) < 1e-6
+        assert chart.distance(t1, tg) > 1e-4
+
+
+def test_guide_must_be_the_same_teachers_smaller_objective(obj3):
+    starts = mc.start_routers(obj3, 2, 0, 0.3)
+    other = ProfiledObjective(mr.three_region_space(), 2 ** 10, 0)
+    with pytest.raises(ValueError, match="guide = .* same teacher"):
+        mc.critical_points(obj3, [0.3], starts, obj3.X, guide=other)
+    with pytest.raises(ValueError, match="guide = .* no larger than obj's"):
+        mc.critical_points(obj3, [0.3], starts, obj3.X, guide=ProfiledObjective(T3, 2 ** 14, 0))
+    with pytest.raises(ValueError, match="n_guide = 8192 is not allowed"):
+        mc.search_teacher("t", T3, 2 ** 12, 0, [0.3], eval_n=64, n_starts=2, n_guide=2 ** 13)
+
+
+def test_index_check_on_the_search_sample_is_the_point_itself():
+    """Re-solved on the search's own sample (factor 1, seed 0) every non-teacher point stays
+    where it is with its own λ_min; on an independent sample it moves (a little: the same
+    critical point of L̄_τ) and strict saddles stay strict."""
+    from moe_routing.landscape.sample_check import check_index
+
+    search = mc.search_teacher("plane", T3, 2 ** 13, 0, [0.3, 0.1], eval_n=2 ** 13, n_starts=8,
+                               descent_steps=20, grad_norm_steps=4, newton_steps=10,
+                               continuation_steps=5, progress=False)
+    for tau in (0.3, 0.1):
+        pts = [c for c in search.points if c.tau == tau and not c.teacher]
+        assert any(c.kind == "strict saddle" for c in pts)
+        same = check_index(search, tau, seed=0, factor=1)
+        assert [r.point for r in same] == pts
+        for r in same:
+            assert r.converged and r.moved < 1e-9 and r.agrees
+            assert abs(r.lam_min - r.point.lam_min) <= 1e-8 * r.lam_scale
+        other = check_index(search, tau, seed=9, factor=2)
+        assert all(r.n == 2 ** 14 and r.converged and 1e-6 < r.moved < 0.05 for r in other)
+        assert all(r.agrees for r in other)
+    assert check_index(search, 0.2, seed=9) == ()          # no point found at that τ

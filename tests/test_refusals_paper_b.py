@@ -94,9 +94,11 @@ from moe_routing.landscape import multi_region as mr
 from moe_routing.landscape.profiled import ProfiledObjective
 from moe_routing.landscape import recovery as rc
 from moe_routing.landscape import saddles as sa
+from moe_routing.landscape import sample_check as sc
 from moe_routing.landscape import shape_derivative as sd
 from moe_routing.landscape import symmetry as sy
 from moe_routing.landscape import teacher_student as ts
+from moe_routing.landscape import common
 from moe_routing.landscape.common import features, sobol_normal
 
 F64 = torch.float64
@@ -160,6 +162,13 @@ class OptFunc(Kind):
     """A callable or None (a progress callback)."""
 
     draw = staticmethod(pick([1.0, NAN, "f", np.zeros(2)]))
+
+
+@dataclasses.dataclass(frozen=True)
+class OptObj(Kind):
+    """An object of a given kind or None (an optional guide objective)."""
+
+    draw = staticmethod(pick([1.0, NAN, "object", np.zeros(2), object()]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +298,7 @@ def quad_oracle(phi):
 
 T3 = mr.three_region_plane()
 OBJ = ProfiledObjective(T3, 64, seed=0)
+GUIDE3 = ProfiledObjective(T3, 32, seed=0)
 SEARCH3 = mc.search_teacher("t", T3, 2 ** 10, 0, [0.3], eval_n=2 ** 10, n_starts=4, saddles=False,
                            descent_steps=20, newton_steps=10, progress=False)
 X3 = OBJ.X
@@ -588,11 +598,15 @@ CASES = [
     Case(OBJ.value, dict(phi=STARTS3, tau=0.2), dict(phi=Arr(), tau=R)),
     Case(mc.search_teacher, dict(name="t", teacher=T3, n=64, seed=1, taus=[0.2], eval_n=64,
                                  n_starts=2, saddles=True, descent_steps=2, grad_norm_steps=1,
-                                 newton_steps=1, continuation_steps=1, progress=False),
+                                 newton_steps=1, continuation_steps=1, n_guide=32,
+                                 progress=False),
          dict(name=Name(), teacher=O, n=C, seed=C, taus=TAUS, eval_n=C, n_starts=C,
               saddles=B, descent_steps=C, grad_norm_steps=C, newton_steps=C,
-              continuation_steps=C, progress=B)),
-    Case(mc.count_table, dict(points=list(SEARCH3.points)), dict(points=O)),
+              continuation_steps=C, n_guide=C, progress=B)),
+    Case(sc.check_index, dict(search=SEARCH3, tau=0.3, seed=5, factor=2, steps=2, tol=1e-7,
+                              radius=0.05),
+         dict(search=O, tau=R, seed=C, factor=C, steps=C, tol=R, radius=R)),
+    Case(common.count_table, dict(points=list(SEARCH3.points)), dict(points=O)),
     Case(mc.point_table, dict(points=list(SEARCH3.points)), dict(points=O)),
     Case(rc.first_order_check, dict(search=SEARCH3, taus=[0.3], floor=1e-3, width=0.05),
          dict(search=O, taus=TAUS, floor=R, width=R)),
@@ -623,15 +637,16 @@ CASES = [
     Case(mc.most_critical, dict(obj=OBJ, phi=STARTS3, tau=0.2, keep=1),
          dict(obj=O, phi=Arr(skip=("empty",)), tau=R, keep=C)),
     Case(mc.newton, dict(obj=OBJ, cand=STARTS3, tau=0.2, steps=1, step_cap=0.1, tol=1e-7,
-                         min_cell_mass=0.01, e_max=3.0, give_up=1),
-         dict(obj=O, cand=Arr(), tau=R, steps=C, step_cap=R, tol=R, min_cell_mass=R, e_max=R, give_up=C)),
+                         min_cell_mass=0.01, e_max=3.0),
+         dict(obj=O, cand=Arr(skip=("empty",)), tau=R, steps=C, step_cap=R, tol=R,
+              min_cell_mass=R, e_max=R)),
     Case(mc.critical_points, dict(obj=OBJ, taus=[0.2], starts=STARTS3, eval_X=X3, descent_steps=1,
                                   grad_norm_steps=0, newton_steps=1, tol=1e-7, teacher_radius=0.1,
                                   merge=1e-3, joint=False, candidate_radius=0.03, continuation_steps=0,
-                                  n_slow=0, give_up=1, saddle_candidates=1, progress=None),
+                                  n_slow=0, saddle_candidates=1, guide=GUIDE3, progress=None),
          dict(obj=O, taus=TAUS, starts=Arr(), eval_X=Ten(), descent_steps=C, grad_norm_steps=C,
               newton_steps=C, tol=R, teacher_radius=R, merge=R, joint=B, candidate_radius=R,
-              continuation_steps=C, n_slow=C, give_up=C, saddle_candidates=C,
+              continuation_steps=C, n_slow=C, saddle_candidates=C, guide=OptObj(),
               progress=OptFunc()), accept=False),
     # ---------------------------------------------------------------- landscape: first order
     Case(fo.two_region_constants, dict(cfg=CFG, nodes=16), dict(cfg=O, nodes=C)),
@@ -992,6 +1007,7 @@ EXEMPT = {
     "moe_routing.landscape.first_order.InterfaceConstants", "moe_routing.landscape.recovery.RecoveryCurve",
     "moe_routing.landscape.saddles.SaddleTally", "moe_routing.landscape.recovery.FirstOrderCheck",
     "moe_routing.landscape.multi_critical.TeacherSearch",
+    "moe_routing.landscape.sample_check.IndexCheck",
     # methods without arguments: nothing to refuse
     "moe_routing.boundary.routers.LinearRouter.pairs",
     "moe_routing.boundary.gamma.ThresholdFamily.margin_constant",

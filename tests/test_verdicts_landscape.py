@@ -76,9 +76,14 @@ def test_saddles_without_evidence():
 
 
 def test_multi_saddles():
-    check(V.multi_region_saddles(["a", "b"], [2, 1], [2, 1], 0.01), "our extension", "a: 2 of 2")
-    check(V.multi_region_saddles(["a", "b"], [2, 0], [2, 0], 0.01), "partly", "without a point")
-    check(V.multi_region_saddles(["a", "b"], [2, 1], [1, 1], 0.01), "not reproduced")
+    check(V.multi_region_saddles(["a", "b"], [2, 1], [2, 1], [2, 1], 0.01), "our extension",
+          "a: 2 of 2")
+    check(V.multi_region_saddles(["a", "b"], [2, 0], [2, 0], [2, 0], 0.01), "partly",
+          "without a point")
+    check(V.multi_region_saddles(["a", "b"], [2, 1], [1, 1], [1, 1], 0.01), "partly",
+          "not found again")
+    check(V.multi_region_saddles(["a", "b"], [2, 1], [2, 1], [1, 1], 0.01), "not reproduced")
+    check(V.multi_region_saddles(["a", "b"], [3, 1], [2, 1], [1, 1], 0.01), "not reproduced")
 
 
 # ------------------------------------------------------------------------------ first order

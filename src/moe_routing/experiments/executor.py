@@ -53,6 +53,7 @@ finished before is kept by the caller, so the rerun skips it.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -223,31 +224,27 @@ def plan(executor: str | None = None, workers: int | str | None = None, *,
             n = max(1, torch.cuda.device_count()) if cuda else max(1, cpu_cores() // threads)
         return Plan("local", n, threads, cuda)
     if executor == "slurm":
-        _import_submitit(name)
+        _import_backend("slurm", name)
         return Plan("slurm", n, threads, "cuda" in devices, "auto" in devices,
                     slurm=_slurm_settings(name))
-    _import_ray(name)
+    _import_backend("ray", name)
     address = _ray_address()
     # on a cluster CUDA is decided where the tasks run (``cuda`` requested, or ``auto`` on GPUs)
     return Plan("ray", n, threads, "cuda" in devices, "auto" in devices, address)
 
 
-def _import_ray(name: str = "executor"):
-    try:
-        import ray
-    except ImportError as e:
-        fail(name, "ray", f"'local' here: the ray package is not importable ({e}); install it "
-                          "with pip install 'moe_routing[ray]'")
-    return ray
+#: backend -> (module, the package extra that installs it)
+_BACKEND_MODULES = {"ray": ("ray", "ray"), "slurm": ("submitit", "slurm")}
 
 
-def _import_submitit(name: str = "executor"):
+def _import_backend(backend: str, name: str = "executor"):
+    """The module a backend runs on, or an error naming the setting and how to install it."""
+    module, extra = _BACKEND_MODULES[backend]
     try:
-        import submitit
+        return importlib.import_module(module)
     except ImportError as e:
-        fail(name, "slurm", f"'local' here: the submitit package is not importable ({e}); install "
-                            "it with pip install 'moe_routing[slurm]'")
-    return submitit
+        fail(name, backend, f"'local' here: the {module} package is not importable ({e}); "
+                            f"install it with pip install 'moe_routing[{extra}]'")
 
 
 def _slurm_settings(name: str = "executor") -> SlurmSettings:
@@ -274,7 +271,7 @@ def _slurm_settings(name: str = "executor") -> SlurmSettings:
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:    # the parameters checked before any job
-        _slurm_executor(_import_submitit(name), Path(scratch), settings, 1, False)
+        _slurm_executor(_import_backend("slurm", name), Path(scratch), settings, 1, False)
     return settings
 
 
@@ -490,7 +487,7 @@ def ray_session(workers: int | None = None, threads: int | None = None) -> Itera
     whether this call started it.  Wrap several :func:`run_grid` calls in one session to pay
     Ray's start-up (seconds) once.  A session started here carries the package to its workers
     (``runtime_env``, :func:`ray_runtime_env`)."""
-    ray = _import_ray()
+    ray = _import_backend("ray")
     if ray.is_initialized():
         yield False
         return
@@ -616,7 +613,7 @@ def _run_slurm(fn, tasks: list[Task], how: Plan, finish, ready) -> None:
     """Each task a submitit job; at most ``how.workers`` in flight (``None``: all submitted at
     once, the scheduler queues them).  A job that SLURM kills (time limit, memory, node lost)
     fails its task only; an interruption cancels the jobs in flight."""
-    submitit = _import_submitit()
+    submitit = _import_backend("slurm")
     s = how.slurm or SlurmSettings()
     folder = Path(s.folder) if s.folder else Path("~/.cache/moe_routing/submitit").expanduser()
     folder.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,8 @@
   Hessians (envelope theorem, Schur complement), autograd kept as the reference;
 * :mod:`.multi_critical` — the critical-point search for that model, one teacher at a time
   (:func:`.multi_critical.search_teacher`), and its tables;
+* :mod:`.sample_check` — whether a critical point's index is that of ``L̄_τ`` or of the
+  sample: each point re-solved on an independent, larger sample (ours);
 * :mod:`.charts` — the router charts of both models, and the deduplication and descent both
   searches share;
 * :mod:`.symmetry` — the two-expert Gaussian model, the operator M and the gradient flow.

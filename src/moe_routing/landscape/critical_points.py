@@ -134,6 +134,11 @@ class SoftCriticalPoint:
     partition_error: float
     expert_error: float
 
+    @property
+    def kind(self) -> str:
+        """The point's kind (:attr:`CriticalPoint.kind`)."""
+        return self.point.kind
+
 
 def hard_critical_points(cfg: TeacherStudentConfig, starts: np.ndarray) -> list[CriticalPoint]:
     """Critical points of the hard profiled objective ``L̄_0`` (exact shape-derivative gradient,

@@ -13,9 +13,16 @@ The same two-phase idea as :mod:`.critical_points` (K = 2), in the D-dimensional
    few steps of (2) at the new temperature (a critical point moves by O(τ) as τ falls, and
    Newton's basin shrinks with τ);
 4. **Newton refinement** ``z = −H⁺g`` (pseudo-inverse, capped steps, in local coordinates) of
-   every candidate. Newton converges to critical points of every index, quadratically, or not
-   at all: a candidate still far from critical after ``give_up`` steps is abandoned. A point
-   counts as critical when ``|∇L̄_τ| < tol``.
+   every candidate, for up to ``steps`` steps: Newton converges to critical points of every
+   index. At small τ a candidate may first walk for many capped steps before it converges
+   (measured: candidates still at ``|∇L̄_τ| ≈ 0.1`` after 12 steps that converge later), so none
+   is abandoned early. A point counts as critical when ``|∇L̄_τ| < tol``.
+
+**Two levels (ours, optional).** With a ``guide`` (the same teacher's objective on a smaller,
+nested sample), steps 1–3 and a first Newton run on the guide and Newton on the objective only
+refines the guide's critical points (and the previous temperature's points whose family the
+guide lost): the `paper` profile's 262,144-point objective costs a Hessian per candidate and
+step only where a critical point is already close.
 
 Routers that (nearly) switch an expert off (a cell whose mean gate is below ``min_cell_mass``)
 are dropped: a K-expert student with an empty cell is a (K−1)-expert student, outside the
@@ -136,21 +143,24 @@ def most_critical(obj: ProfiledObjective, phi: np.ndarray, tau: float, keep: int
 
 
 def newton(obj: ProfiledObjective, cand: np.ndarray, tau: float, steps: int = 25, step_cap: float = 0.2,
-           tol: float = 1e-7, min_cell_mass: float = 0.01, e_max: float = 3.0, give_up: int = 8):
+           tol: float = 1e-7, min_cell_mass: float = 0.01, e_max: float = 3.0):
     """Capped Newton on ``∇L̄_τ = 0`` from every candidate; returns ``(phi, converged, value,
     gradient, Hessian)`` — the last three at the final points (NaN for a candidate dropped
-    before it was ever evaluated: a marker, never used in a computation)."""
+    before it was ever evaluated: a marker, never used in a computation).  An empty batch (the
+    guide of a two-level search found nothing) gives an empty batch."""
     obj = _objective(obj)
-    phi = normalise(chart_points(cand, obj.K, obj.d, name="cand"), obj.K, obj.d)
+    phi = chart_points(cand, obj.K, obj.d, name="cand", allow_empty=True)
+    phi = normalise(phi, obj.K, obj.d) if len(phi) else phi
     tau = check.temperature("tau", tau)
     steps = check.integer("steps", steps, low=0)
     step_cap, tol = check.positive("step_cap", step_cap), check.positive("tol", tol)
     min_cell_mass = check.number("min_cell_mass", min_cell_mass, low=0, high=1.0 / obj.K)
     e_max = check.positive("e_max", e_max)
-    give_up = check.integer("give_up", give_up, low=0)
     n = len(phi)
     D = obj.D
     val, gr, He = np.full(n, np.nan), np.full((n, D), np.nan), np.full((n, D, D), np.nan)
+    if n == 0:
+        return phi, np.zeros(0, dtype=bool), val, gr, He
     alive = _alive(obj, phi, tau, min_cell_mass, e_max)
     done = np.zeros(n, dtype=bool)
     for it in range(steps + 1):
@@ -161,8 +171,6 @@ def newton(obj: ProfiledObjective, cand: np.ndarray, tau: float, steps: int = 25
         phi[act], val[act], gr[act], He[act] = p, v, g, H
         gn = np.linalg.norm(g, axis=1)
         done[act] = gn < tol
-        if it >= give_up:                      # Newton converges fast or not at all
-            alive[act[gn > 1e-3]] = False
         if it == steps:
             break
         mv = ~(gn < tol)
@@ -200,17 +208,31 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
                     tol: float = 1e-7,
                     teacher_radius: float = 0.1, merge: float = 1e-3, joint: bool = False,
                     candidate_radius: float = 0.03, continuation_steps: int = 25,
-                    n_slow: int = 0, give_up: int = 12, saddle_candidates: int = 8,
-                    progress=None):
+                    n_slow: int = 0, saddle_candidates: int = 8,
+                    guide=None, progress=None):
     """Critical points of ``L̄_τ`` for each τ (in the given order, usually decreasing).
 
     Returns ``(points, stats)``; ``stats[τ]`` counts candidates, converged and dropped points.
     ``eval_X``: an independent sample on which partition errors and ``L̄_0`` are measured.
     ``teacher_radius``: a point whose partition error is below it is teacher-equivalent.
+    ``guide``: ``None`` (search on ``obj`` itself) or the same teacher's objective on a smaller
+    sample (ours: the two-level search).  The descents, the saddle search, continuation and a
+    first Newton run on the guide, where each pass over the sample is ``n/n_guide`` times
+    cheaper; Newton on ``obj`` then refines the guide's critical points, so every point returned
+    is a critical point of ``obj`` to ``tol`` exactly as in the one-level search.  What the two
+    levels can change is which points are *found*: a critical point of ``obj`` with no
+    counterpart on the guide is missed (the tests hold both searches equal on the chapter's
+    teachers).
     ``progress``: called as ``progress(i, n, note)`` after each of the n temperatures (e.g. a
     :class:`moe_routing.progress.Progress`).
     """
     obj = _objective(obj)
+    if guide is not None:
+        check.instance("guide", guide, ProfiledObjective, "None or a ProfiledObjective")
+        check.require(guide.teacher is obj.teacher and len(guide.X) <= len(obj.X), "guide", guide,
+                      "None or the same teacher's ProfiledObjective on a sample no larger than "
+                      f"obj's ({len(obj.X)} points)")
+    search = obj if guide is None else guide
     taus = [float(t) for t in check.temperatures("taus", taus)]
     starts = chart_points(starts, obj.K, obj.d, name="starts")
     check.finite_tensor("eval_X", eval_X, shape=(None, obj.d))
@@ -221,7 +243,6 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     newton_steps = check.integer("newton_steps", newton_steps, low=0)
     continuation_steps = check.integer("continuation_steps", continuation_steps, low=0)
     n_slow = check.integer("n_slow", n_slow, low=0)
-    give_up = check.integer("give_up", give_up, low=0)
     saddle_candidates = check.integer("saddle_candidates", saddle_candidates, low=0)
     tol, merge = check.positive("tol", tol), check.positive("merge", merge)
     candidate_radius = check.positive("candidate_radius", candidate_radius)
@@ -235,22 +256,34 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     stats = {}
     next_family = 0
     for tau in taus:
-        ends, slow = descend(chart.local(obj, tau), starts, chart, steps=descent_steps,
+        ends, slow = descend(chart.local(search, tau), starts, chart, steps=descent_steps,
                              lr_start=0.3, lr_end=1e-3, n_slow=n_slow)
-        gnd = descend_grad_norm(obj, starts, tau, steps=grad_norm_steps) if grad_norm_steps else ends[:0]
-        gnd = most_critical(obj, dedupe(gnd, chart, radius=candidate_radius), tau, saddle_candidates)
+        gnd = (descend_grad_norm(search, starts, tau, steps=grad_norm_steps) if grad_norm_steps
+               else ends[:0])
+        gnd = most_critical(search, dedupe(gnd, chart, radius=candidate_radius), tau,
+                            saddle_candidates)
         cont = np.stack([c.phi for c in prev]) if prev else ends[:0]
         if prev and continuation_steps:
             # follow the previous critical points: a critical point moves by O(τ) as τ falls and
             # Newton's basin shrinks with τ, so first let descent on ½|∇L̄_τ|² (attracted by the
             # nearby critical point of any index) bring each one into the new basin
-            cont = np.concatenate([cont, descend_grad_norm(obj, cont, tau, steps=continuation_steps,
+            cont = np.concatenate([cont, descend_grad_norm(search, cont, tau,
+                                                           steps=continuation_steps,
                                                            step_cap=min(0.2, 3 * tau))])
         cand = np.concatenate([ends, slow, gnd, cont])
         cand = dedupe(cand, chart, radius=candidate_radius)
-        phi, ok, val, gr, He = newton(obj, cand, tau, steps=newton_steps,
-                                      step_cap=min(0.2, max(0.02, 3 * tau)),
-                                      tol=tol, give_up=give_up)
+        n_cand = len(cand)
+        cap = min(0.2, max(0.02, 3 * tau))
+        if guide is not None:
+            # the guide's critical points: the only candidates worth a Hessian of obj
+            g_phi, g_ok = newton(guide, cand, tau, steps=newton_steps, step_cap=cap, tol=tol)[:2]
+            cand = dedupe(g_phi[g_ok], chart, radius=merge)
+            # and a previous point whose family the guide lost (the guide's sample resolves a
+            # boundary layer of width O(τ) less well as τ falls): Newton on obj from it directly
+            lost = [c.phi for c in prev
+                    if all(chart.distance(c.phi, q) > candidate_radius for q in cand)]
+            cand = np.concatenate([cand, np.array(lost).reshape(-1, cand.shape[1])])
+        phi, ok, val, gr, He = newton(obj, cand, tau, steps=newton_steps, step_cap=cap, tol=tol)
         found: list[MultiCriticalPoint] = []
         for i in np.flatnonzero(ok):
             if any(chart.distance(phi[i], c.phi) < merge for c in found):
@@ -268,7 +301,7 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
             found.append(cp)
         _assign_families(found, prev, K, d, start=next_family)
         next_family = max([next_family] + [c.family + 1 for c in found])
-        stats[tau] = {"candidates": int(len(cand)), "converged": int(ok.sum()), "distinct": len(found)}
+        stats[tau] = {"candidates": n_cand, "converged": int(ok.sum()), "distinct": len(found)}
         out.extend(found)
         prev = found
         if progress is not None:
@@ -285,6 +318,7 @@ class TeacherSearch:
     teacher: MultiRegionTeacher
     obj: ProfiledObjective
     saddle_search: bool            # False: minima only (descent and Newton, no saddle search)
+    guide_n: int | None            # the guide's sample size (two-level search), None: one level
     X_eval: torch.Tensor           # (eval_n, d) independent sample: partition errors, L̄_0
     points: tuple                  # MultiCriticalPoint, in the order found
     stats: dict                    # τ → candidates, converged, distinct
@@ -296,7 +330,10 @@ class TeacherSearch:
                             for t, s in self.stats.items())
         te = [c.partition_error for c in self.points if c.teacher]
         nt = [c.partition_error for c in self.points if not c.teacher]
-        return (f"{self.name}: {len(self.points)} critical points in {self.seconds:.0f} s; per τ "
+        level = (f"two-level search, guide of {self.guide_n} points" if self.guide_n
+                 else "one-level search")
+        return (f"{self.name} ({len(self.obj.X)} points, {level}): {len(self.points)} critical "
+                f"points in {self.seconds:.0f} s; per τ "
                 f"(candidates, converged, distinct): {per_tau}\n    partition errors: "
                 + (f"teacher-equivalent ≤ {max(te):.3g}" if te else "no teacher-equivalent point")
                 + ", " + (f"non-teacher ≥ {min(nt):.3g}" if nt else "no non-teacher point found"))
@@ -305,11 +342,15 @@ class TeacherSearch:
 def search_teacher(name: str, teacher: MultiRegionTeacher, n: int, seed: int, taus, *,
                    eval_n: int, n_starts: int, saddles: bool = True, descent_steps: int = 60,
                    grad_norm_steps: int = 15, newton_steps: int = 25,
-                   continuation_steps: int = 25, progress: bool = True) -> TeacherSearch:
+                   continuation_steps: int = 25, n_guide: int | None = None,
+                   progress: bool = True) -> TeacherSearch:
     """The chapter's search for one teacher: the objective on an ``n``-point sample, an
     independent ``eval_n``-point evaluation sample (seed + 1), ``n_starts`` random routers, the
     critical points at every τ (with the saddle search and continuation when ``saddles``, minima
     only otherwise), and the joint (θ, φ) Hessian — the theorem's object — at the smallest τ.
+    ``n_guide``: ``None`` or a sample size ≤ ``n`` for the two-level search of
+    :func:`critical_points` (the guide's sample is the first ``n_guide`` points of the
+    objective's: a scrambled Sobol net is nested); ``n_guide`` = ``n`` is the one-level search.
     ``progress``: report "i of n temperatures, ETA" lines on stderr."""
     from ..progress import Progress
 
@@ -323,6 +364,11 @@ def search_teacher(name: str, teacher: MultiRegionTeacher, n: int, seed: int, ta
                     ("newton_steps", newton_steps), ("continuation_steps", continuation_steps)):
         check.integer(knob, v, low=1 if knob == "descent_steps" else 0)
     obj = ProfiledObjective(teacher, n, seed)
+    guide = None
+    if n_guide is not None:
+        guide = ProfiledObjective(teacher, check.integer("n_guide", n_guide, low=16, high=n),
+                                  seed)
+        guide = guide if len(guide.X) < len(obj.X) else None      # the same sample: one level
     X_eval = sobol_normal(eval_n, teacher.d, seed + 1)
     starts = start_routers(obj, n_starts, seed, taus[0])
     t0 = time.perf_counter()
@@ -330,12 +376,13 @@ def search_teacher(name: str, teacher: MultiRegionTeacher, n: int, seed: int, ta
         obj, taus, starts, X_eval, descent_steps=descent_steps,
         grad_norm_steps=grad_norm_steps if saddles else 0,
         continuation_steps=continuation_steps if saddles else 0, newton_steps=newton_steps,
-        progress=Progress(f"{name}: critical-point search, temperature", len(taus), every=0.0)
+        guide=guide, progress=Progress(f"{name}: critical-point search, temperature", len(taus), every=0.0)
         if progress else None)
     for c in pts:
         if c.tau == taus[-1]:
             c.joint_eigs = np.linalg.eigvalsh(obj.joint_hessian(c.theta, c.phi, c.tau))
     return TeacherSearch(name=name, teacher=teacher, obj=obj, saddle_search=saddles,
+                         guide_n=None if guide is None else len(guide.X),
                          X_eval=X_eval, points=tuple(pts), stats=stats,
                          seconds=time.perf_counter() - t0)
 
@@ -344,16 +391,6 @@ def _point_list(points) -> list:
     ok = isinstance(points, (list, tuple)) and all(isinstance(c, MultiCriticalPoint) for c in points)
     check.require(ok, "points", points, "a list of MultiCriticalPoint (a TeacherSearch's points)")
     return list(points)
-
-
-def count_table(points):
-    """Critical points found per temperature (rows, decreasing) and kind (columns): a pandas
-    DataFrame of counts."""
-    import pandas as pd
-
-    pts = _point_list(points)
-    return pd.crosstab(pd.Series([c.tau for c in pts], name="τ"),
-                       pd.Series([c.kind for c in pts], name="kind")).sort_index(ascending=False)
 
 
 def point_table(points):

@@ -148,7 +148,7 @@ class ProfiledObjective:
         Hk = torch.tensor(helmert(K), dtype=torch.float64)                  # (K, K−1)
         Xt = features(self.X)                                               # (n, p)
         Q = self.moments[0]                                                 # (n, p(p+1)/2)
-        order_idx = torch.as_tensor(_phi_order(K, d))
+        inv = torch.as_tensor(np.argsort(_phi_order(K, d)))                 # vec Φ → φ order
         step = max(1, min(self.chunk, _CLOSED_FORM_ELEMENTS // (n * K * K)))
         vals, grads, hess = [], [], []
         for s0 in range(0, len(phi), step):
@@ -162,7 +162,7 @@ class ProfiledObjective:
             q = P * (F - mix)                                               # (S, n, K)
             da = (-2.0 / tau) * r * q                                       # (S, n, K)
             gPhi = Hk.T @ (da.transpose(1, 2) @ Xt) / n                     # (S, K−1, p)
-            g_phi = gPhi.reshape(S, -1)[:, torch.argsort(order_idx)]        # (S, M) in φ order
+            g_phi = gPhi.reshape(S, -1)[:, inv]                              # (S, M) in φ order
             vals.append(risk + self.noise_var)
             Tt = torch.as_tensor(T[s0:s0 + step])                           # (S, m, m−1)
             g_loc = torch.cat([torch.einsum("sm,smj->sj", g_phi[:, :m], Tt), g_phi[:, m:]], 1)
@@ -188,7 +188,6 @@ class ProfiledObjective:
             Hpt = Hpt.permute(0, 1, 3, 2, 4).reshape(S, (K - 1) * p, K * p)
             # profiled: Schur complement of L_θθ = 2 G (G ridged, as in the refit)
             Hbar = Hpp - 0.5 * Hpt @ torch.linalg.solve(G, Hpt.transpose(1, 2))
-            inv = torch.argsort(order_idx)
             Hphi = Hbar[:, inv][:, :, inv]                                  # (S, M, M) φ order
             # local coordinates: J = blockdiag(T, I); the sphere's curvature term
             J = torch.zeros(S, (K - 1) * p, self.D, dtype=torch.float64)

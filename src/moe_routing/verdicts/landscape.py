@@ -138,22 +138,29 @@ def landscape_saddles(n_points: int, n_strict: int, n_inherited: int, tau: float
 
 @rule
 def multi_region_saddles(names: Sequence[str], n_points: Sequence[int],
-                         n_strict: Sequence[int], tau: float):
+                         n_resolved: Sequence[int], n_strict: Sequence[int], tau: float):
     """X-landscape-multi-saddles (the book's own): the second conclusion of B-Thm 5.17 for our
     K-region teachers (their hard landscapes are not computed, so no point is excused).
+    Per teacher, of the ``n_points`` non-teacher critical points found at the smallest τ,
+    ``n_resolved`` were found again on an independent sample larger than the search's
+    (:mod:`moe_routing.landscape.sample_check`) and ``n_strict`` of those have λ_min < 0 there.
 
-    * our extension — every teacher has non-teacher critical points at the smallest τ and all
-      have λ_min < 0;
-    * partly — none without negative curvature, but some teacher has no point at that τ (no
-      evidence there);
-    * not reproduced — some point at the smallest τ has no negative curvature.
+    * our extension — every teacher has non-teacher critical points at the smallest τ, every
+      one found again, all with λ_min < 0;
+    * partly — no resolved point without negative curvature, but some teacher has no point at
+      that τ, or some point was not found again (no evidence either way for it);
+    * not reproduced — some resolved point at the smallest τ has no negative curvature.
     """
-    parts = [f"{n}: {s} of {p}" for n, p, s in zip(names, n_points, n_strict)]
-    head = f"τ = {tau:g}, non-teacher points with λ_min < 0 — " + ", ".join(parts)
-    if any(s < p for p, s in zip(n_points, n_strict)):
+    parts = [f"{n}: {s} of {r} (of {p} found)" for n, p, r, s in
+             zip(names, n_points, n_resolved, n_strict)]
+    head = (f"τ = {tau:g}, non-teacher points with λ_min < 0 on an independent sample, of "
+            "those found again there — " + ", ".join(parts))
+    if any(s < r for r, s in zip(n_resolved, n_strict)):
         return "not reproduced", head
     if any(p == 0 for p in n_points):
         return "partly", head + " (a teacher without a point at this τ)"
+    if any(r < p for p, r in zip(n_points, n_resolved)):
+        return "partly", head + " (a point not found again on the independent sample)"
     return "our extension", head
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from moe_routing.landscape import multi_critical as mc
+from moe_routing.landscape import multi_fit as mf
 from moe_routing.landscape import multi_region as mr
 from moe_routing.landscape.profiled import ProfiledObjective
 
@@ -52,15 +53,15 @@ def main() -> None:
     # basis, and eigh's basis of the sphere's (degenerate) tangent space moves with the last ulp
     phi, _, _, _, H_closed = obj.grad_hess(phi, args.tau)
 
-    fast = lambda p, t, X, f, K: mr.soft_refit(p, t, X, f, K, moments=obj.moments)  # noqa: E731
+    fast = lambda p, t, X, f, K: mf.soft_refit(p, t, X, f, K, moments=obj.moments)  # noqa: E731
     H_fast = hessians(obj, phi, args.tau, fast)
-    H_ref = hessians(obj, phi, args.tau, mr.soft_refit_reference)
+    H_ref = hessians(obj, phi, args.tau, mf.soft_refit_reference)
     err = float(np.abs(H_fast - H_ref).max() / max(1.0, np.abs(H_ref).max()))
     err_c = float(np.abs(H_closed - 0.5 * (H_fast + H_fast.transpose(0, 2, 1))).max()
                   / max(1.0, np.abs(H_ref).max()))
     routes = (("closed", lambda: obj.grad_hess(phi, args.tau)),
               ("fast", lambda: hessians(obj, phi, args.tau, fast)),
-              ("reference", lambda: hessians(obj, phi, args.tau, mr.soft_refit_reference)))
+              ("reference", lambda: hessians(obj, phi, args.tau, mf.soft_refit_reference)))
     best = {name: float("inf") for name, _ in routes}
     for _ in range(args.repeats):
         for name, fn in routes:

@@ -10,6 +10,7 @@ from numerics import assert_close_ulps, assert_same_argmax
 
 from moe_routing.landscape.charts import MultiRegionChart, descend
 from moe_routing.landscape import multi_critical as mc
+from moe_routing.landscape import multi_fit as mf
 from moe_routing.landscape import multi_region as mr
 from moe_routing.landscape.profiled import ProfiledObjective
 from moe_routing.landscape.common import count_table, sobol_normal
@@ -48,7 +49,7 @@ def test_teacher_validation_errors():
     with pytest.raises(ValueError, match="finite"):
         mr.MultiRegionTeacher.from_arrays(W, np.array([0.0, np.nan, 0.0]), B)
     with pytest.raises(ValueError, match=r"tau = 0.0 is not allowed; accepted: a finite number > 0"):
-        mr.gates(torch.zeros(4, 2), torch.tensor(T3.phi())[None], 0.0, 3)
+        mf.gates(torch.zeros(4, 2), torch.tensor(T3.phi())[None], 0.0, 3)
     with pytest.raises(ValueError, match="tau"):
         ProfiledObjective(T3, 64, 0).value(T3.phi(), float("inf"))
 
@@ -97,7 +98,7 @@ def test_chart_removes_shift_and_scale():
     p = torch.tensor(T3.phi())[None]
     Wt, bt = mr.logits_from_phi(p, 3, 2)
     A = X2 @ Wt[0].T + bt[0]
-    assert torch.allclose(torch.softmax((A + 3.1) / 0.1, 1), mr.gates(X2, p, 0.1, 3)[0], atol=1e-14)
+    assert torch.allclose(torch.softmax((A + 3.1) / 0.1, 1), mf.gates(X2, p, 0.1, 3)[0], atol=1e-14)
 
 
 def test_retraction_and_tangent_basis():
@@ -134,9 +135,9 @@ def test_two_region_case_matches_the_two_region_code():
         assert mr.phi_from_logits(W_new, b_new) == pytest.approx(phi_new[0].numpy())
         th = torch.tensor(rng.standard_normal((1, 2, 3)))
         for tau in (0.3, 0.02):
-            assert float(mr.soft_risk(th, phi_new, tau, X, t2.fstar(X))) == pytest.approx(
+            assert float(mf.soft_risk(th, phi_new, tau, X, t2.fstar(X))) == pytest.approx(
                 float(soft_risk_2(th, phi_old, tau, X, cfg.fstar(X))), rel=1e-12)
-            th_new, L_new = mr.soft_refit(phi_new, tau, X, t2.fstar(X), 2)
+            th_new, L_new = mf.soft_refit(phi_new, tau, X, t2.fstar(X), 2)
             th_old, L_old = soft_refit_2(phi_old, tau, X, cfg.fstar(X))
             assert float(L_new[0]) == pytest.approx(float(L_old[0]), abs=1e-8)
             assert th_new.numpy() == pytest.approx(th_old.numpy(), abs=1e-6)
@@ -151,8 +152,8 @@ def test_fast_refit_matches_the_design_matrix_reference():
     X = sobol_normal(2048, 3, seed=4)
     fs = t.fstar(X)
     phi = torch.tensor(mr.random_routers(3, 4, 3, np.random.default_rng(8)), requires_grad=True)
-    th_f, L_f = mr.soft_refit(phi, 0.2, X, fs, 4)
-    th_r, L_r = mr.soft_refit_reference(phi, 0.2, X, fs, 4)
+    th_f, L_f = mf.soft_refit(phi, 0.2, X, fs, 4)
+    th_r, L_r = mf.soft_refit_reference(phi, 0.2, X, fs, 4)
     assert torch.allclose(L_f, L_r, atol=1e-12) and torch.allclose(th_f, th_r, atol=1e-8)
     (g_f,) = torch.autograd.grad(L_f.sum(), phi)
     (g_r,) = torch.autograd.grad(L_r.sum(), phi)
@@ -161,13 +162,13 @@ def test_fast_refit_matches_the_design_matrix_reference():
 
 def test_refit_is_the_minimiser_of_the_soft_risk(obj3):
     phi = torch.tensor(mc.start_routers(obj3, 2, seed=4, tau=0.1))       # every cell populated
-    th, L = mr.soft_refit(phi, 0.1, obj3.X, obj3.fstar, 3)
+    th, L = mf.soft_refit(phi, 0.1, obj3.X, obj3.fstar, 3)
     th = th.clone().requires_grad_(True)
-    risk = mr.soft_risk(th, phi, 0.1, obj3.X, obj3.fstar)
+    risk = mf.soft_risk(th, phi, 0.1, obj3.X, obj3.fstar)
     assert torch.allclose(risk, L, atol=1e-8)
     (g,) = torch.autograd.grad(risk.sum(), th)
     assert float(g.abs().max()) < 1e-6                                  # stationary in θ
-    assert torch.all(mr.soft_risk(th.detach() + 0.01, phi, 0.1, obj3.X, obj3.fstar) > L)
+    assert torch.all(mf.soft_risk(th.detach() + 0.01, phi, 0.1, obj3.X, obj3.fstar) > L)
 
 
 def test_autograd_derivatives_match_finite_differences(obj3):
@@ -189,13 +190,13 @@ def test_autograd_derivatives_match_finite_differences(obj3):
 
 def test_refit_at_teacher_partition_recovers_teacher_experts(obj3):
     phi = T3.phi()
-    errs = [mr.expert_error(obj3.refit(phi, tau), phi, T3, obj3.X) for tau in (0.1, 0.03, 0.01)]
+    errs = [mf.expert_error(obj3.refit(phi, tau), phi, T3, obj3.X) for tau in (0.1, 0.03, 0.01)]
     assert errs[0] > errs[1] > errs[2]                                  # the tolerance shrinks with τ
     assert errs[2] < 0.05
     assert errs[0] / errs[2] > 5                                        # roughly linear in τ
-    assert mr.partition_error(phi, T3, obj3.X) == 0.0
+    assert mf.partition_error(phi, T3, obj3.X) == 0.0
     # the hard refit on the teacher's own partition is exact (noise-free targets)
-    th0, L0 = mr.hard_refit(phi, obj3.X, obj3.fstar, 3)
+    th0, L0 = mf.hard_refit(phi, obj3.X, obj3.fstar, 3)
     assert th0 == pytest.approx(T3.beta, abs=1e-6) and L0 < 1e-10
     # relabelling the router leaves the objective unchanged
     vals = obj3.value(mr.relabel_all(phi, 3, 2), 0.05)
@@ -213,7 +214,7 @@ def test_search_finds_teacher_minimum_with_positive_definite_hessian(obj3):
     i = int(np.flatnonzero(ok)[np.argmin(val[ok])])
     ev = np.linalg.eigvalsh(H[i])
     assert ev.min() > 0.1                                               # positive definite
-    assert mr.partition_error(phi[i], T3, obj3.X) < 0.01
+    assert mf.partition_error(phi[i], T3, obj3.X) < 0.01
     assert MultiRegionChart(3, 2).distance(phi[i], T3.phi()) < 0.1
     assert val[i] < obj3.value(T3.phi(), tau)[0] + 1e-12                # at least as good as φ*
 
@@ -268,7 +269,7 @@ def test_closed_form_hessian_without_the_curvature_term_fails(monkeypatch):
 
 
 def test_two_region_agreement_is_at_rounding_level():
-    assert mr.two_region_agreement([0.3, 0.03], seed=0, n=2 ** 12) < 1e-12
+    assert mf.two_region_agreement([0.3, 0.03], seed=0, n=2 ** 12) < 1e-12
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,10 @@
   from a spurious minimum of the hard objective (Theorem 5.17's second conclusion);
 * :mod:`.first_order` — the soft minimiser near the teacher to first order in τ: an expert bias
   set by the boundary mass, a curvature set by the specialisation gap (our derivation);
-* :mod:`.multi_region` — the same question beyond two regions: K ≥ 2 regions of R^d, linear
-  softmax router in a chart without shift and scale redundancy, soft risk and refits on a
-  fixed quasi-Monte Carlo sample;
+* :mod:`.multi_region` — the same question beyond two regions: K ≥ 2 regions of R^d (the
+  teacher family) and the linear softmax router in a chart without shift and scale redundancy;
+* :mod:`.multi_fit` — that model's gates, soft risk and refits on a fixed quasi-Monte Carlo
+  sample, and the errors of a student against the teacher;
 * :mod:`.profiled` — that model's profiled soft objective with closed-form gradients and
   Hessians (envelope theorem, Schur complement), autograd kept as the reference;
 * :mod:`.multi_critical` — the critical-point search for that model, one teacher at a time

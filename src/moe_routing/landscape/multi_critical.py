@@ -42,8 +42,8 @@ import torch
 from .. import validation as check
 from .charts import MultiRegionChart, dedupe, descend
 from .common import sobol_normal
-from .multi_region import (MultiRegionTeacher, chart_points, describe_partition, expert_error,
-                           gates, hard_refit, normalise, partition_error, random_routers)
+from .multi_fit import describe_partition, expert_error, gates, hard_refit, partition_error
+from .multi_region import MultiRegionTeacher, chart_points, normalise, random_routers
 from .profiled import ProfiledObjective
 
 EIG_TOL = 1e-6         # |λ| below this (relative to max |λ|) counts as zero curvature

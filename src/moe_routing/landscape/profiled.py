@@ -40,9 +40,9 @@ import torch
 
 from .. import validation as check
 from .common import features, sobol_normal
-from .multi_region import (MultiRegionTeacher, _sample_moments, chart_dim,
-                           chart_points, chart_radius, helmert, normalise, retract,
-                           soft_refit, soft_risk, tangent_basis)
+from .multi_fit import _sample_moments, soft_refit, soft_risk
+from .multi_region import (MultiRegionTeacher, chart_dim, chart_points, chart_radius, helmert,
+                           normalise, retract, tangent_basis)
 
 #: how :class:`ProfiledObjective` differentiates ``L̄_τ``
 DERIVATIVES = ("closed_form", "autograd")

@@ -270,3 +270,21 @@ def test_coarser_layer_rule_matches_the_default_rule():
     a = risk_layer_quadrature(model, law, taus, n_perp=200, rng=5)
     b = risk_layer_quadrature(model, law, taus, n_perp=200, rng=5, n_gl=8, k_fine=0)
     assert b.gap == pytest.approx(a.gap, rel=1e-9)
+
+
+def test_rate_fit_reads_the_slope_and_the_ratio_to_the_bound():
+    """An exact power law 0.3 τ^1.5 fits slope 1.5; its ratio to the bound is the largest
+    (|gap| + 2 se) / bound over τ, so a gap above its bound reports a ratio above 1."""
+    from moe_routing.boundary import RateCase, RiskGap, fit_rate, risk_bound
+
+    taus = np.geomspace(1e-3, 1e-1, 6)
+    gap = RiskGap(taus=taus, gap=0.3 * taus ** 1.5, se=np.zeros(6), hard=0.0, method="exact")
+    r = fit_rate(RateCase("power law", gap, alpha=1.5, K=2, B=1.0, B_star=1.0, C_m=0.1))
+    assert abs(r.fit.slope - 1.5) < 1e-10
+    bound = risk_bound(taus, 2, 1.0, 1.0, 0.1, 1.5)
+    assert np.allclose(r.bound, bound) and r.ratio == pytest.approx(float(np.max(gap.gap / bound)))
+    assert r.row()["case"] == "power law" and r.row()["α"] == 1.5
+    tight = fit_rate(RateCase("tight", gap, alpha=1.5, K=2, B=1.0, B_star=1.0, C_m=1e-3))
+    assert tight.ratio > 1 > r.ratio
+    with pytest.raises(ValueError, match="^K = 1 is not allowed"):
+        RateCase("c", gap, alpha=1.5, K=1, B=1.0, B_star=1.0, C_m=0.1)

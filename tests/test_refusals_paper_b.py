@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import moe_routing.boundary as boundary
+from moe_routing.boundary.rates import RateCase, fit_rate
 import moe_routing.landscape as landscape
 from moe_routing.boundary import (
     ConstantExperts,
@@ -279,6 +280,8 @@ GQ = np.stack([np.eye(2), 2 * np.eye(2)])
 BM = boundary_mass_mc(R2, LAW2, np.geomspace(0.05, 0.5, 4), 2000, rng=0)
 XF = np.geomspace(1e-2, 1.0, 5)
 SCORE = LAW2.score([1.0, 0.5], 0.2)
+GAP1 = risk_quad_1d(M1, LAW1, [0.05, 0.1, 0.2], n_gl=4)
+RATE1 = RateCase("c", GAP1, alpha=1.0, K=2, B=1.0, B_star=1.0, C_m=0.5)
 U2 = RNG.uniform(0.05, 0.95, (5, 2))   # points of the open unit cube
 
 CFG = ts.TeacherStudentConfig()
@@ -449,6 +452,10 @@ CASES = [
          dict(model=O, law=O, taus=TAUS, n=C, rng=SEED, chunk=C, method=Choice(), n_rep=C)),
     Case(risk_quad_1d, dict(model=M1, law=LAW1, taus=[0.1, 0.2], interfaces=[0.0], n_gl=4),
          dict(model=O, law=O, taus=TAUS, interfaces=Arr(skip=("empty",)), n_gl=C)),
+    Case(RateCase, dict(name="c", gap=GAP1, alpha=1.0, K=2, B=1.0, B_star=1.0, C_m=0.5,
+                         first=0.3),
+         dict(name=Name(), gap=O, alpha=R, K=C, B=R, B_star=R, C_m=R, first=R)),
+    Case(fit_rate, dict(case=RATE1), dict(case=O)),
     Case(risk_layer_quadrature, dict(model=M2, law=LAW2, taus=[0.1], n_perp=4, rng=0, n_gl=4,
                                      layer=8.0, chunk=2, n_lines=2, k_fine=0),
          dict(model=O, law=O, taus=TAUS, n_perp=C, rng=SEED, n_gl=C, layer=R, chunk=C,
@@ -1002,7 +1009,8 @@ EXEMPT = {
     "moe_routing.boundary.fits.InterfaceConstantFit", "moe_routing.boundary.estimates.PowerLawCheck",
     "moe_routing.boundary.estimates.JunctionCheck",
     "moe_routing.boundary.gamma.Minimiser", "moe_routing.boundary.mass.BoundaryMass",
-    "moe_routing.boundary.risk.RiskGap", "moe_routing.landscape.critical_points.CriticalPoint",
+    "moe_routing.boundary.risk.RiskGap", "moe_routing.boundary.rates.RateFit",
+    "moe_routing.boundary.rates.RateFit.row", "moe_routing.landscape.critical_points.CriticalPoint",
     "moe_routing.landscape.critical_points.SoftCriticalPoint",
     "moe_routing.landscape.multi_critical.MultiCriticalPoint", "moe_routing.landscape.symmetry.FlowResult",
     "moe_routing.landscape.first_order.InterfaceConstants", "moe_routing.landscape.recovery.RecoveryCurve",

@@ -8,6 +8,7 @@ Modules, named after the paper's concepts:
 * :mod:`.mass` — boundary mass BM(w) = P(Δ ≤ w): Monte Carlo, closed forms, pairwise union bound;
 * :mod:`.coarea` — surface integrals S = ∫_Σ p/|∇g| (BM(w) ≈ 2wS), sharp junction-free constants;
 * :mod:`.risk` — soft / hard risks of MoE regression, the gap L_τ − L_0, bound and first order;
+* :mod:`.rates` — one margin law's measured gap against τ: fitted slope, bound and their ratio;
 * :mod:`.gamma` — Γ-convergence on a compact family and the counter-example without margin control;
 * :mod:`.estimates` — a predicted law C·w^α (or a sharp K > 2 constant) confronted with Monte
   Carlo: the measurement the boundary-mass chapter repeats;
@@ -31,6 +32,7 @@ from .margin import gate_gap_bound, hard_gates, soft_gates, top_two_margin
 from .mass import (BoundaryMass, boundary_mass_from_margins, boundary_mass_linear_gaussian,
                    boundary_mass_mc, logit_sampler, pairwise_union_bound, sample_margins,
                    slab_mass_linear_gaussian, tail_constant, wilson_interval)
+from .rates import RateCase, RateFit, fit_rate
 from .risk import (ConstantExperts, FunctionExperts, MoERegression, RiskGap, TanhExperts, Teacher,
                    first_order_constant, first_order_integrand, risk_bound, risk_layer_quadrature,
                    risk_mc, risk_polar_2d, risk_quad_1d)
@@ -39,12 +41,13 @@ from .routers import BinaryRouter, LinearRouter, PowerRouter, Router, SphereRout
 __all__ = [
     "BinaryRouter", "BoundaryMass", "ConstantExperts", "FunctionExperts", "GaussianLaw",
     "InputLaw", "InterfaceConstantFit", "JunctionCheck", "JunctionConstants", "LinearRouter",
-    "LogLogFit", "Minimiser", "MoERegression", "PowerLawCheck", "PowerRouter", "RiskGap",
+    "LogLogFit", "Minimiser", "MoERegression", "PowerLawCheck", "PowerRouter", "RateCase",
+    "RateFit", "RiskGap",
     "Router", "SphereRouter", "SurfaceIntegral", "TanhExperts", "Teacher", "ThresholdFamily",
     "UniformBox", "VanishingDensityLaw", "bootstrap_bm_fit", "boundary_mass_from_margins",
     "boundary_mass_linear_gaussian", "boundary_mass_mc", "box_qp", "check_junction_constant",
     "check_power_law", "coarea_constant", "first_order_constant", "first_order_integrand",
-    "fit_interface_constant", "fit_loglog", "gate_gap_bound", "hard_gates",
+    "fit_interface_constant", "fit_loglog", "fit_rate", "gate_gap_bound", "hard_gates",
     "junction_free_constants", "linear_gaussian_constant", "logit_sampler",
     "pairwise_union_bound", "risk_bound", "risk_layer_quadrature", "risk_mc", "risk_polar_2d",
     "risk_quad_1d", "sample_margins", "simultaneous_confidence", "slab_mass_linear_gaussian",

@@ -8,7 +8,7 @@ import pytest
 import torch
 from numerics import assert_close_ulps, assert_same_argmax
 
-from moe_routing.landscape.charts import MultiRegionChart, descend
+from moe_routing.landscape.charts import MultiRegionChart, descend, newton
 from moe_routing.landscape import multi_critical as mc
 from moe_routing.landscape import multi_fit as mf
 from moe_routing.landscape import multi_region as mr
@@ -209,7 +209,9 @@ def test_search_finds_teacher_minimum_with_positive_definite_hessian(obj3):
     starts = mr.normalise(T3.phi()[None] + 0.15 * rng.standard_normal((3, 6)), 3, 2)
     ends, _ = descend(MultiRegionChart(3, 2).local(obj3, tau), starts, MultiRegionChart(3, 2),
                       steps=25, lr_start=0.3, lr_end=1e-3)
-    phi, ok, val, g, H = mc.newton(obj3, ends, tau, steps=12, step_cap=0.15)
+    chart = MultiRegionChart(3, 2)
+    phi, ok, val, g, H = newton(chart.second(obj3, tau, min_cell_mass=0.01), ends, chart,
+                                steps=12, step_cap=0.15)
     assert ok.any()
     i = int(np.flatnonzero(ok)[np.argmin(val[ok])])
     ev = np.linalg.eigvalsh(H[i])
@@ -232,7 +234,7 @@ def test_search_rejects_bad_arguments(obj3):
 
 @pytest.mark.parametrize("teacher", ["plane", "space", "four", "two"])
 def test_closed_form_derivatives_equal_autograd(teacher):
-    """The closed-form gradient, Hessian and H∇L̄ of ProfiledObjective (envelope theorem, Schur
+    """The closed-form gradient and Hessian of ProfiledObjective (envelope theorem, Schur
     complement, the retraction's curvature) are the autograd ones to rounding, on every
     teacher, from random routers and the teacher's own, at large and small τ."""
     t = {"plane": mr.three_region_plane, "space": mr.three_region_space,
@@ -250,8 +252,6 @@ def test_closed_form_derivatives_equal_autograd(teacher):
         assert np.abs(g_a - g_b).max() <= 1e-10 * max(1.0, np.abs(g_b).max())
         assert np.abs(H_a - H_b).max() <= 1e-10 * scale
         assert np.abs(fast.grad(phi, tau)[3] - g_b).max() <= 1e-10 * max(1.0, np.abs(g_b).max())
-        d_a, d_b = fast.grad_norm_direction(phi, tau)[3], ref.grad_norm_direction(phi, tau)[3]
-        assert np.abs(d_a - d_b).max() <= 1e-9 * max(1.0, np.abs(d_b).max())
 
 
 def test_closed_form_hessian_without_the_curvature_term_fails(monkeypatch):
@@ -300,6 +300,9 @@ def test_tables_count_every_point(search3):
     assert list(counts.index) == sorted(set(counts.index), reverse=True)
     rows = mc.point_table(list(search3.points))
     assert len(rows) == len(search3.points) and list(rows["τ"]) == sorted(rows["τ"], reverse=True)
+    assert count_table([]).empty                     # a search that found nothing (smoke sizes)
+    with pytest.raises(ValueError, match="^points = "):
+        count_table([search3.points[0].phi])
 
 
 def test_first_order_check_needs_a_critical_point(search3):

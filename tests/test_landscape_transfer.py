@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from moe_routing.landscape.common import sobol_normal
-from moe_routing.landscape.critical_points import TWO_REGION, newton_search
+from moe_routing.landscape.charts import newton
+from moe_routing.landscape.critical_points import TWO_REGION
 from moe_routing.landscape.hessian import (joint_gradient, joint_hessian, profiled_hard_grad_hess,
                                            profiled_soft_grad_hess, soft_refit_np)
 from moe_routing.landscape.shape_derivative import (boundary_integral_gradient,
@@ -162,9 +163,10 @@ def test_teacher_minimum_and_strict_saddle_of_soft_objective():
     fn = lambda p: profiled_soft_grad_hess(CFG, p, tau)                  # noqa: E731
     # the saddle of the hard objective (found with the exact shape gradient) seeds the soft one
     fh = lambda p: profiled_hard_grad_hess(CFG, p)                       # noqa: E731
-    hard, ok_h = newton_search(fh, np.array([[2.0, -0.5]]), descent_steps=0)
+    hard, ok_h = newton(TWO_REGION.second(fh), np.array([[2.0, -0.5]]), TWO_REGION)[:2]
     assert ok_h.all()
-    phis, ok = newton_search(fn, np.array([hard[0], [0.02, 0.31]]), descent_steps=0, step_cap=0.05)
+    phis, ok = newton(TWO_REGION.second(fn), np.array([hard[0], [0.02, 0.31]]), TWO_REGION,
+                      step_cap=0.05)[:2]
     assert ok.all()
     saddle, teach = phis
     assert TWO_REGION.distance(teach, CFG.teacher_phi) < 0.02

@@ -12,7 +12,11 @@ search.  A chart here is a small object with
 * ``local(...)``: the descent oracle ``phi -> (phi, gradient in local coordinates, move)``,
   ``move(z)`` the router reached by the local step z;
 
-and :func:`dedupe` and :func:`descend` are the one implementation both searches call.
+* ``second(...)``: the second-order oracle (:class:`SecondOrder`) of Newton's method and of the
+  descent on ``½|∇L̄|²``;
+
+and :func:`dedupe`, :func:`descend`, :func:`descend_grad_norm` and :func:`newton` are the one
+implementation both searches call.
 
 The charts:
 
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import torch
 
 from .. import validation as check
 from .multi_region import chart_points, normalise, relabel_all
@@ -39,6 +44,19 @@ from .teacher_student import routers, wrap_phi
 #: the descent oracle of a chart: phi (S, M) -> (phi on the chart, gradient (S, D), move), where
 #: move(z (S, D)) -> the routers reached by the local steps z
 Local = Callable[[np.ndarray], tuple]
+
+
+@dataclass(frozen=True)
+class SecondOrder:
+    """What Newton's method and the descent on ``½|∇L̄|²`` need from a model in its chart.
+
+    ``at(phi (S, M)) -> (phi on the chart, value (S,), gradient (S, D), Hessian (S, D, D),
+    move)``, ``move(z (S, D))`` the routers reached by the local steps z; ``alive(phi) -> (S,)
+    bool``: the routers still inside the search's domain (None: every router is), checked
+    before a router is evaluated, so a router that left it costs no Hessian."""
+
+    at: Callable[[np.ndarray], tuple]
+    alive: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 def _oracle_values(fn, phi: np.ndarray, order: int) -> tuple:
@@ -98,6 +116,16 @@ class TwoRegionChart:
             return phi, g, move
         return at
 
+    def second(self, fn: Callable[[np.ndarray], tuple]) -> SecondOrder:
+        """The second-order oracle of ``fn(phi) -> (value (S,), gradient (S, 2), Hessian (S, 2,
+        2))``: local coordinates are (α, b); a router is alive while ``|b| < b_max``."""
+        check.function("fn", fn)
+
+        def at(phi):
+            v, g, H = _oracle_values(fn, phi, 2)
+            return phi, v, g, H, lambda z: phi + z
+        return SecondOrder(at, lambda phi: np.abs(phi[:, 1]) < self.b_max)
+
 
 @dataclass(frozen=True)
 class MultiRegionChart:
@@ -132,15 +160,46 @@ class MultiRegionChart:
     def local(self, obj: ProfiledObjective, tau: float) -> Local:
         """The descent oracle of the profiled objective ``obj`` at temperature ``tau``: the
         Riemannian gradient in the tangent coordinates, moves retracted onto the sphere."""
-        check.instance("obj", obj, ProfiledObjective, "a ProfiledObjective")
-        check.require((obj.K, obj.d) == (self.K, self.d), "obj", f"K = {obj.K}, d = {obj.d}",
-                      f"an objective of this chart's K = {self.K}, d = {self.d}")
+        self._same(obj)
         tau = check.temperature("tau", tau)
 
         def at(phi):
             phi, T, _, g = obj.grad(phi, tau)
             return phi, g, lambda z: obj.step(phi, T, z)
         return at
+
+    def second(self, obj: ProfiledObjective, tau: float, *, min_cell_mass: float | None = None,
+               e_max: float = 3.0) -> SecondOrder:
+        """The second-order oracle of ``obj`` at ``tau`` (closed-form or autograd Hessians in
+        the tangent coordinates, moves retracted onto the sphere).  With ``min_cell_mass`` a
+        router is alive while every cell has mean gate ≥ it and every offset ``|e| ≤ e_max``
+        (a K-expert student with an empty cell is a (K−1)-expert one, outside the compact
+        router set); None: every router is alive."""
+        self._same(obj)
+        tau = check.temperature("tau", tau)
+        alive = None
+        if min_cell_mass is not None:
+            min_cell_mass = check.number("min_cell_mass", min_cell_mass, low=0,
+                                         high=1.0 / obj.K)
+            e_max = check.positive("e_max", e_max)
+            m = (obj.K - 1) * obj.d
+
+            def alive(phi):
+                from .multi_fit import gates
+
+                with torch.no_grad():
+                    mass = gates(obj.X, torch.as_tensor(phi), tau, obj.K).mean(1).min(1).values
+                return (mass.numpy() >= min_cell_mass) & (np.abs(phi[:, m:]).max(1) <= e_max)
+
+        def at(phi):
+            phi, T, v, g, H = obj.grad_hess(phi, tau)
+            return phi, v, g, H, lambda z: obj.step(phi, T, z)
+        return SecondOrder(at, alive)
+
+    def _same(self, obj) -> None:
+        check.instance("obj", obj, ProfiledObjective, "a ProfiledObjective")
+        check.require((obj.K, obj.d) == (self.K, self.d), "obj", f"K = {obj.K}, d = {obj.d}",
+                      f"an objective of this chart's K = {self.K}, d = {self.d}")
 
 
 Chart = TwoRegionChart | MultiRegionChart
@@ -200,3 +259,77 @@ def descend(local: Local, starts: np.ndarray, chart: Chart, *, steps: int,
             idx = sorted(idx, key=lambda t: g[t])[:n_slow]
             slow.extend(P[s, idx])
     return chart.finish(phi), np.array(slow).reshape(-1, chart.M)
+
+
+def descend_grad_norm(second: SecondOrder, starts: np.ndarray, chart: Chart, *, steps: int,
+                      lr: float = 0.5, step_cap: float = 0.2) -> np.ndarray:
+    """Capped descent on ``½|∇L̄|²`` (direction ``H∇L̄``) from every start at once: attracted by
+    minima, saddles and maxima alike, it brings starts near saddles that descent on ``L̄``
+    flows away from.  A router that leaves the domain (``second.alive``) stops where it is.
+    (S, M) -> (S, M)."""
+    check.instance("second", second, SecondOrder, "a chart's SecondOrder (chart.second(...))")
+    chart = _chart(chart)
+    phi = chart.start(starts)
+    steps = check.integer("steps", steps, low=0)
+    lr, step_cap = check.positive("lr", lr), check.positive("step_cap", step_cap)
+    alive = np.ones(len(phi), dtype=bool)
+    for _ in range(steps):
+        phi, _, g, H, move = second.at(phi)
+        dvec = np.einsum("sij,sj->si", H, g)                             # ∇(½|g|²)
+        nrm = np.linalg.norm(dvec, axis=1, keepdims=True)
+        new = move(-lr * dvec / np.maximum(nrm, 1e-300) * np.minimum(nrm, step_cap))
+        phi = np.where(alive[:, None], new, phi)
+        if second.alive is not None:
+            alive &= second.alive(phi)
+    return chart.finish(phi)
+
+
+def newton(second: SecondOrder, cand: np.ndarray, chart: Chart, *, steps: int = 25,
+           step_cap: float = 0.2, tol: float = 1e-7):
+    """Capped Newton ``z = −H⁺g`` (pseudo-inverse, in local coordinates) on ``∇L̄ = 0`` from
+    every candidate: ``(phi (S, M), converged (S,), value (S,), gradient (S, D), Hessian (S,
+    D, D))``, the last three at the final points (NaN for a candidate that was never alive: a
+    marker, never used in a computation).  Only the candidates still moving (alive, not yet
+    critical) are evaluated; one counts as critical when ``|∇L̄| < tol``, and a candidate is
+    given ``steps`` steps: at small τ one may first walk for many capped steps before it
+    converges (measured on the K-region search: candidates still at ``|∇L̄| ≈ 0.1`` after 12
+    steps that converge later).  An empty batch gives an empty batch."""
+    check.instance("second", second, SecondOrder, "a chart's SecondOrder (chart.second(...))")
+    chart = _chart(chart)
+    phi = chart.points(cand, name="cand", allow_empty=True)
+    phi = (chart.start(phi) if len(phi) else phi).copy()     # updated in place: not the caller's
+    steps = check.integer("steps", steps, low=0)
+    step_cap, tol = check.positive("step_cap", step_cap), check.positive("tol", tol)
+    n = len(phi)
+    val = np.full(n, np.nan)
+    gr = He = None
+    alive = np.ones(n, dtype=bool) if second.alive is None or n == 0 else second.alive(phi)
+    done = np.zeros(n, dtype=bool)
+    for it in range(steps + 1):
+        act = np.flatnonzero(alive & ~done)
+        if act.size == 0:
+            break
+        p, v, g, H, move = second.at(phi[act])
+        if gr is None:
+            gr, He = np.full((n, g.shape[1]), np.nan), np.full((n,) + H.shape[1:], np.nan)
+        phi[act], val[act], gr[act], He[act] = p, v, g, H
+        gn = np.linalg.norm(g, axis=1)
+        done[act] = gn < tol
+        if it == steps:
+            break
+        mv = ~(gn < tol)
+        if not mv.any():
+            continue
+        z = -np.stack([np.linalg.lstsq(H[i], g[i], rcond=1e-10)[0] for i in np.flatnonzero(mv)])
+        zn = np.linalg.norm(z, axis=1, keepdims=True)
+        z = z * np.minimum(1.0, step_cap / np.maximum(zn, 1e-300))
+        moved = act[mv]
+        z_all = np.zeros_like(g)
+        z_all[mv] = z
+        phi[moved] = move(z_all)[mv]                  # the critical ones are not moved
+        if second.alive is not None:
+            alive[moved] = second.alive(phi[moved])
+    if gr is None:                                    # nothing was ever evaluated
+        D = chart.M - 1 if isinstance(chart, MultiRegionChart) else chart.M
+        gr, He = np.full((n, D), np.nan), np.full((n, D, D), np.nan)
+    return phi, done & alive, val, gr, He

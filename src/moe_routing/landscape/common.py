@@ -47,14 +47,15 @@ def sobol_normal(n: int, d: int, seed: int, dtype=torch.float64) -> torch.Tensor
 
 def count_table(points):
     """Critical points found per temperature (rows, decreasing) and kind (columns), a pandas
-    DataFrame of counts: for the points of either search (each has ``tau`` and ``kind``: a
-    :class:`~.multi_critical.MultiCriticalPoint` or a :class:`~.critical_points.SoftCriticalPoint`)."""
+    DataFrame of counts (empty for no point), for the points of either search: each has ``tau``
+    and ``kind`` (a :class:`~.multi_critical.MultiCriticalPoint` or a
+    :class:`~.critical_points.SoftCriticalPoint`)."""
     import pandas as pd
 
-    ok = (isinstance(points, (list, tuple)) and len(points) > 0
+    ok = (isinstance(points, (list, tuple))
           and all(isinstance(getattr(c, "tau", None), float)
                   and isinstance(getattr(c, "kind", None), str) for c in points))
-    check.require(ok, "points", points, "a non-empty list of critical points (a search's points: "
-                  "each with a float tau and a str kind)")
+    check.require(ok, "points", points, "a list of critical points (a search's points, each "
+                  "with a float tau and a str kind; an empty search gives an empty table)")
     return pd.crosstab(pd.Series([c.tau for c in points], name="τ"),
                        pd.Series([c.kind for c in points], name="kind")).sort_index(ascending=False)

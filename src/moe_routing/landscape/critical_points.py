@@ -7,6 +7,9 @@ them. The search therefore works on the gradient itself, from many starting rout
    attracted by minima, saddles and maxima alike;
 2. Newton refinement ``φ ← φ − H⁺ ∇L̄`` (pseudo-inverse, steps capped) until ``|∇L̄| < tol``.
 
+Both steps are :func:`.charts.descend_grad_norm` and :func:`.charts.newton` on the chart's
+second-order oracle (``TWO_REGION.second(fn)``), the same code as the K-region search.
+
 Points that do not converge (``½|∇L̄|²`` also has non-critical stationary points) are dropped;
 the rest are deduplicated in the canonical chart (``α ∈ [0, π)``, since ``(α, b) ≡ (α+π, −b)``)
 and classified by the eigenvalues of the Hessian.
@@ -24,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from .. import validation as check
-from .charts import TwoRegionChart, dedupe, descend, _oracle_values
+from .charts import TwoRegionChart, _oracle_values, dedupe, descend, descend_grad_norm, newton
 from .teacher_student import TeacherStudentConfig, routers, wrap_phi
 
 GradHess = Callable[[np.ndarray], tuple]    # phi (S,2) -> (value (S,), grad (S,2), hess (S,2,2))
@@ -49,40 +52,6 @@ class CriticalPoint:
         if lo < 0:
             return "strict saddle" if hi > 0 else "local maximum"
         return "spurious local minimum" if lo > 0 else "degenerate"
-
-
-def newton_search(fn: GradHess, starts: np.ndarray, *, descent_steps: int = 10, descent_lr: float = 0.5,
-                  newton_steps: int = 25, step_cap: float = 0.2, tol: float = 1e-7,
-                  b_max: float = TWO_REGION.b_max):
-    """Run the two-phase search from every start at once; returns (phi (S,2), converged (S,))."""
-    check.function("fn", fn)
-    phi = routers(starts, name="starts")
-    descent_steps = check.integer("descent_steps", descent_steps, low=0)
-    descent_lr = check.positive("descent_lr", descent_lr)
-    newton_steps = check.integer("newton_steps", newton_steps, low=0)
-    step_cap = check.positive("step_cap", step_cap)
-    tol = check.positive("tol", tol)
-    b_max = check.positive("b_max", b_max)
-    alive = np.ones(len(phi), dtype=bool)
-    for _ in range(descent_steps):
-        _, g, H = _oracle_values(fn, phi, 2)
-        d = np.einsum("sij,sj->si", H, g)                               # ∇(½|g|²)
-        nrm = np.linalg.norm(d, axis=1, keepdims=True)
-        step = -descent_lr * d / np.maximum(nrm, 1e-300) * np.minimum(nrm, step_cap)
-        phi = np.where(alive[:, None], phi + step, phi)
-        alive &= np.abs(phi[:, 1]) < b_max
-    for _ in range(newton_steps):
-        _, g, H = _oracle_values(fn, phi, 2)
-        step = -np.stack([np.linalg.lstsq(H[s], g[s], rcond=1e-10)[0] for s in range(len(phi))])
-        nrm = np.linalg.norm(step, axis=1, keepdims=True)
-        step = step * np.minimum(1.0, step_cap / np.maximum(nrm, 1e-300))
-        done = np.linalg.norm(g, axis=1) < tol
-        if np.all(done | ~alive):
-            break
-        phi = np.where((alive & ~done)[:, None], phi + step, phi)
-        alive &= np.abs(phi[:, 1]) < b_max
-    _, g, _ = _oracle_values(fn, phi, 2)
-    return phi, alive & (np.linalg.norm(g, axis=1) < tol)
 
 
 def collect(fn: GradHess, phis: np.ndarray, ok: np.ndarray, cfg: TeacherStudentConfig,
@@ -151,7 +120,9 @@ def hard_critical_points(cfg: TeacherStudentConfig, starts: np.ndarray) -> list[
     def fn(p):
         return profiled_hard_grad_hess(cfg, p)
 
-    phis, ok = newton_search(fn, starts, descent_steps=5)
+    second = TWO_REGION.second(fn)
+    cand = descend_grad_norm(second, starts, TWO_REGION, steps=5)
+    phis, ok = newton(second, cand, TWO_REGION)[:2]
     return [c for c in collect(fn, phis, ok, cfg) if not c.teacher]
 
 
@@ -188,8 +159,8 @@ def soft_critical_points(cfg: TeacherStudentConfig, taus, starts: np.ndarray,
                           lr_start=0.2, lr_end=1e-3)
         cand = dedupe(np.concatenate([ends] + [np.array(seeds + prev)] if (seeds or prev) else [ends]),
                       TWO_REGION, radius=2e-3)
-        phis, ok = newton_search(fn, cand, descent_steps=0, newton_steps=20,
-                                 step_cap=min(0.2, max(0.01, 3 * tau)))
+        phis, ok = newton(TWO_REGION.second(fn), cand, TWO_REGION, steps=20,
+                          step_cap=min(0.2, max(0.01, 3 * tau)))[:2]
         found = collect(fn, phis, ok, cfg)
         prev = [c.phi for c in found]
         for c in found:

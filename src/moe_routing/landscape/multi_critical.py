@@ -6,17 +6,18 @@ The same two-phase idea as :mod:`.critical_points` (K = 2), in the D-dimensional
 1. **normalised descent** on ``L̄_τ`` from many random routers, with geometrically decaying
    steps: it finds the minima. Optionally (``n_slow``) the interior local minima of
    ``|∇L̄_τ|`` along each path, where a path slowed down near a saddle, are kept as candidates;
-2. **descent on ½|∇L̄_τ|²** (direction ``H∇L̄_τ``, one Hessian-vector product per step) from
+2. **descent on ½|∇L̄_τ|²** (direction ``H∇L̄_τ``, one closed-form Hessian per step) from
    the same starts: attracted by critical points of every index, it brings starts near saddles
    that descent on ``L̄_τ`` flows away from;
 3. **continuation**: the critical points of the previous temperature, as they are and after a
    few steps of (2) at the new temperature (a critical point moves by O(τ) as τ falls, and
    Newton's basin shrinks with τ);
 4. **Newton refinement** ``z = −H⁺g`` (pseudo-inverse, capped steps, in local coordinates) of
-   every candidate, for up to ``steps`` steps: Newton converges to critical points of every
-   index. At small τ a candidate may first walk for many capped steps before it converges
-   (measured: candidates still at ``|∇L̄_τ| ≈ 0.1`` after 12 steps that converge later), so none
-   is abandoned early. A point counts as critical when ``|∇L̄_τ| < tol``.
+   every candidate. A point counts as critical when ``|∇L̄_τ| < tol``.
+
+Steps 2 and 4 are :func:`.charts.descend_grad_norm` and :func:`.charts.newton` on the chart's
+second-order oracle (``MultiRegionChart(K, d).second(obj, τ, ...)``): the same code as the
+K = 2 search.
 
 **Two levels (ours, optional).** With a ``guide`` (the same teacher's objective on a smaller,
 nested sample), steps 1–3 and a first Newton run on the guide and Newton on the objective only
@@ -24,7 +25,7 @@ refines the guide's critical points (and the previous temperature's points whose
 guide lost): the `paper` profile's 262,144-point objective costs a Hessian per candidate and
 step only where a critical point is already close.
 
-Routers that (nearly) switch an expert off (a cell whose mean gate is below ``min_cell_mass``)
+Routers that (nearly) switch an expert off (a cell whose mean gate is below ``MIN_CELL_MASS``)
 are dropped: a K-expert student with an empty cell is a (K−1)-expert student, outside the
 compact router set of the theorem (ours; they count among the candidates that did not converge).
 Points are deduplicated
@@ -40,13 +41,14 @@ import numpy as np
 import torch
 
 from .. import validation as check
-from .charts import MultiRegionChart, dedupe, descend
+from .charts import MultiRegionChart, dedupe, descend, descend_grad_norm, newton
 from .common import sobol_normal
-from .multi_fit import describe_partition, expert_error, gates, hard_refit, partition_error
-from .multi_region import MultiRegionTeacher, chart_points, normalise, random_routers
+from .multi_fit import describe_partition, expert_error, hard_refit, partition_error
+from .multi_region import MultiRegionTeacher, chart_points, random_routers
 from .profiled import ProfiledObjective
 
 EIG_TOL = 1e-6         # |λ| below this (relative to max |λ|) counts as zero curvature
+MIN_CELL_MASS = 0.01   # Newton drops a router with a cell of mean gate below it (module text)
 
 
 @dataclass
@@ -86,14 +88,6 @@ def _objective(obj) -> ProfiledObjective:
     return check.instance("obj", obj, ProfiledObjective, "a ProfiledObjective")
 
 
-def _alive(obj: ProfiledObjective, phi: np.ndarray, tau: float, min_cell_mass: float,
-           e_max: float) -> np.ndarray:
-    m = (obj.K - 1) * obj.d
-    with torch.no_grad():
-        mass = gates(obj.X, torch.as_tensor(phi), tau, obj.K).mean(1).min(1).values.numpy()
-    return (mass >= min_cell_mass) & (np.abs(phi[:, m:]).max(1) <= e_max)
-
-
 def start_routers(obj: ProfiledObjective, S: int, seed: int, tau: float,
                   min_cell_mass: float = 0.05) -> np.ndarray:
     """S random routers (seeded) whose every cell carries mean gate ≥ ``min_cell_mass``."""
@@ -102,30 +96,15 @@ def start_routers(obj: ProfiledObjective, S: int, seed: int, tau: float,
     tau = check.temperature("tau", tau)
     min_cell_mass = check.number("min_cell_mass", min_cell_mass, low=0, high=1.0 / obj.K)
     rng = check.generator("seed", seed)
+    alive = MultiRegionChart(obj.K, obj.d).second(obj, tau, min_cell_mass=min_cell_mass).alive
     out = []
     for _ in range(100):
         cand = random_routers(4 * S, obj.K, obj.d, rng)
-        out.extend(cand[_alive(obj, cand, tau, min_cell_mass, 3.0)])
+        out.extend(cand[alive(cand)])
         if len(out) >= S:
             return np.array(out[:S])
     check.fail("min_cell_mass", min_cell_mass, f"a mass that 100 draws of {4 * S} random routers can "
                f"reach in every cell (fewer than S = {S} did)")
-
-
-def descend_grad_norm(obj: ProfiledObjective, starts: np.ndarray, tau: float, steps: int = 15,
-                      lr: float = 0.5, step_cap: float = 0.2) -> np.ndarray:
-    """Capped descent on ``½|∇L̄_τ|²`` (direction ``H∇L̄_τ``): attracted by minima, saddles and
-    maxima alike, it brings starts near saddles that descent on ``L̄_τ`` flows away from."""
-    obj = _objective(obj)
-    phi = normalise(chart_points(starts, obj.K, obj.d, name="starts"), obj.K, obj.d)
-    tau = check.temperature("tau", tau)
-    steps = check.integer("steps", steps, low=0)
-    lr, step_cap = check.positive("lr", lr), check.positive("step_cap", step_cap)
-    for _ in range(steps):
-        phi, T, _, dvec = obj.grad_norm_direction(phi, tau)
-        nrm = np.linalg.norm(dvec, axis=1, keepdims=True)
-        phi = obj.step(phi, T, -lr * dvec / np.maximum(nrm, 1e-300) * np.minimum(nrm, step_cap))
-    return normalise(phi, obj.K, obj.d)
 
 
 def most_critical(obj: ProfiledObjective, phi: np.ndarray, tau: float, keep: int) -> np.ndarray:
@@ -140,49 +119,6 @@ def most_critical(obj: ProfiledObjective, phi: np.ndarray, tau: float, keep: int
         return phi
     _, _, _, g = obj.grad(phi, tau)
     return phi[np.argsort(np.linalg.norm(g, axis=1))[:keep]]
-
-
-def newton(obj: ProfiledObjective, cand: np.ndarray, tau: float, steps: int = 25, step_cap: float = 0.2,
-           tol: float = 1e-7, min_cell_mass: float = 0.01, e_max: float = 3.0):
-    """Capped Newton on ``∇L̄_τ = 0`` from every candidate; returns ``(phi, converged, value,
-    gradient, Hessian)`` — the last three at the final points (NaN for a candidate dropped
-    before it was ever evaluated: a marker, never used in a computation).  An empty batch (the
-    guide of a two-level search found nothing) gives an empty batch."""
-    obj = _objective(obj)
-    phi = chart_points(cand, obj.K, obj.d, name="cand", allow_empty=True)
-    phi = normalise(phi, obj.K, obj.d) if len(phi) else phi
-    tau = check.temperature("tau", tau)
-    steps = check.integer("steps", steps, low=0)
-    step_cap, tol = check.positive("step_cap", step_cap), check.positive("tol", tol)
-    min_cell_mass = check.number("min_cell_mass", min_cell_mass, low=0, high=1.0 / obj.K)
-    e_max = check.positive("e_max", e_max)
-    n = len(phi)
-    D = obj.D
-    val, gr, He = np.full(n, np.nan), np.full((n, D), np.nan), np.full((n, D, D), np.nan)
-    if n == 0:
-        return phi, np.zeros(0, dtype=bool), val, gr, He
-    alive = _alive(obj, phi, tau, min_cell_mass, e_max)
-    done = np.zeros(n, dtype=bool)
-    for it in range(steps + 1):
-        act = np.flatnonzero(alive & ~done)
-        if act.size == 0:
-            break
-        p, T, v, g, H = obj.grad_hess(phi[act], tau)
-        phi[act], val[act], gr[act], He[act] = p, v, g, H
-        gn = np.linalg.norm(g, axis=1)
-        done[act] = gn < tol
-        if it == steps:
-            break
-        mv = ~(gn < tol)
-        if not mv.any():
-            continue
-        z = -np.stack([np.linalg.lstsq(H[i], g[i], rcond=1e-10)[0] for i in np.flatnonzero(mv)])
-        zn = np.linalg.norm(z, axis=1, keepdims=True)
-        z = z * np.minimum(1.0, step_cap / np.maximum(zn, 1e-300))
-        moved = act[mv]
-        phi[moved] = obj.step(p[mv], T[mv], z)
-        alive[moved] = _alive(obj, phi[moved], tau, min_cell_mass, e_max)
-    return phi, done & alive, val, gr, He
 
 
 def _assign_families(found, prev, K: int, d: int, start: int, radius: float = 0.3) -> None:
@@ -258,8 +194,8 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     for tau in taus:
         ends, slow = descend(chart.local(search, tau), starts, chart, steps=descent_steps,
                              lr_start=0.3, lr_end=1e-3, n_slow=n_slow)
-        gnd = (descend_grad_norm(search, starts, tau, steps=grad_norm_steps) if grad_norm_steps
-               else ends[:0])
+        gnd = (descend_grad_norm(chart.second(search, tau), starts, chart, steps=grad_norm_steps)
+               if grad_norm_steps else ends[:0])
         gnd = most_critical(search, dedupe(gnd, chart, radius=candidate_radius), tau,
                             saddle_candidates)
         cont = np.stack([c.phi for c in prev]) if prev else ends[:0]
@@ -267,8 +203,8 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
             # follow the previous critical points: a critical point moves by O(τ) as τ falls and
             # Newton's basin shrinks with τ, so first let descent on ½|∇L̄_τ|² (attracted by the
             # nearby critical point of any index) bring each one into the new basin
-            cont = np.concatenate([cont, descend_grad_norm(search, cont, tau,
-                                                           steps=continuation_steps,
+            cont = np.concatenate([cont, descend_grad_norm(chart.second(search, tau), cont,
+                                                           chart, steps=continuation_steps,
                                                            step_cap=min(0.2, 3 * tau))])
         cand = np.concatenate([ends, slow, gnd, cont])
         cand = dedupe(cand, chart, radius=candidate_radius)
@@ -276,14 +212,16 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
         cap = min(0.2, max(0.02, 3 * tau))
         if guide is not None:
             # the guide's critical points: the only candidates worth a Hessian of obj
-            g_phi, g_ok = newton(guide, cand, tau, steps=newton_steps, step_cap=cap, tol=tol)[:2]
+            g_phi, g_ok = newton(chart.second(guide, tau, min_cell_mass=MIN_CELL_MASS), cand,
+                                 chart, steps=newton_steps, step_cap=cap, tol=tol)[:2]
             cand = dedupe(g_phi[g_ok], chart, radius=merge)
             # and a previous point whose family the guide lost (the guide's sample resolves a
             # boundary layer of width O(τ) less well as τ falls): Newton on obj from it directly
             lost = [c.phi for c in prev
                     if all(chart.distance(c.phi, q) > candidate_radius for q in cand)]
             cand = np.concatenate([cand, np.array(lost).reshape(-1, cand.shape[1])])
-        phi, ok, val, gr, He = newton(obj, cand, tau, steps=newton_steps, step_cap=cap, tol=tol)
+        phi, ok, val, gr, He = newton(chart.second(obj, tau, min_cell_mass=MIN_CELL_MASS), cand,
+                                      chart, steps=newton_steps, step_cap=cap, tol=tol)
         found: list[MultiCriticalPoint] = []
         for i in np.flatnonzero(ok):
             if any(chart.distance(phi[i], c.phi) < merge for c in found):

@@ -200,27 +200,6 @@ class ProfiledObjective:
         return (torch.cat(vals).numpy(), torch.cat(grads).numpy(),
                 torch.cat(hess).numpy() if order > 1 else None)
 
-    def grad_norm_direction(self, phi, tau: float):
-        """``(phi, T, |∇L̄_τ| (S,), ∇(½|∇L̄_τ|²) = H∇L̄_τ (S, D))``: one Hessian-vector product per
-        router, the descent direction towards critical points of every index."""
-        tau = check.temperature("tau", tau)
-        phi = normalise(phi, self.K, self.d)
-        T = tangent_basis(phi, self.K, self.d)
-        if self.derivatives == "closed_form":
-            _, g, H = self._closed_form(phi, T, tau, 2)
-            return phi, T, np.linalg.norm(g, axis=1), np.einsum("sij,sj->si", H, g)
-        gns, dirs = [], []
-        for i in range(0, len(phi), self.chunk):
-            p0, T0 = torch.as_tensor(phi[i:i + self.chunk]), torch.as_tensor(T[i:i + self.chunk])
-            z = torch.zeros(len(p0), self.D, dtype=torch.float64, requires_grad=True)
-            v = soft_refit(retract(p0, T0, z, self.K, self.d), tau, self.X, self.fstar, self.K,
-                           moments=self.moments)[1]
-            (g,) = torch.autograd.grad(v.sum(), z, create_graph=True)
-            (hg,) = torch.autograd.grad((g * g.detach()).sum(), z)
-            gns.append(g.detach().norm(dim=1))
-            dirs.append(hg)
-        return phi, T, torch.cat(gns).numpy(), torch.cat(dirs).numpy()
-
     def grad(self, phi, tau: float):
         """``(phi on the chart, T, value (S,), Riemannian gradient (S, D))``."""
         return self._local(phi, tau, 1)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import validation as check
-from .charts import MultiRegionChart
-from .multi_critical import EIG_TOL, MultiCriticalPoint, TeacherSearch, newton
+from .charts import MultiRegionChart, newton
+from .multi_critical import EIG_TOL, MIN_CELL_MASS, MultiCriticalPoint, TeacherSearch
 from .profiled import ProfiledObjective
 
 
@@ -70,9 +70,10 @@ def check_index(search: TeacherSearch, tau: float, seed: int, *, factor: int = 4
     if not pts:
         return ()
     obj = ProfiledObjective(search.teacher, factor * len(search.obj.X), seed)
-    phi, ok, _, _, H = newton(obj, np.stack([c.phi for c in pts]), tau, steps=steps,
-                              step_cap=min(0.2, max(0.02, 3 * tau)), tol=tol)
     chart = MultiRegionChart(obj.K, obj.d)
+    phi, ok, _, _, H = newton(chart.second(obj, tau, min_cell_mass=MIN_CELL_MASS),
+                              np.stack([c.phi for c in pts]), chart, steps=steps,
+                              step_cap=min(0.2, max(0.02, 3 * tau)), tol=tol)
     out = []
     for i, c in enumerate(pts):
         moved = float(chart.distance(c.phi, phi[i]))

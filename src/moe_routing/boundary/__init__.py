@@ -7,6 +7,7 @@ Modules, named after the paper's concepts:
 * :mod:`.margin` — top-two margin Δ and soft / hard gates;
 * :mod:`.mass` — boundary mass BM(w) = P(Δ ≤ w): Monte Carlo, closed forms, pairwise union bound;
 * :mod:`.coarea` — surface integrals S = ∫_Σ p/|∇g| (BM(w) ≈ 2wS), sharp junction-free constants;
+* :mod:`.regression` — the MoE regression model: experts, teacher, router and how gates mix;
 * :mod:`.risk` — soft / hard risks of MoE regression, the gap L_τ − L_0, bound and first order;
 * :mod:`.rates` — one margin law's measured gap against τ: fitted slope, bound and their ratio;
 * :mod:`.gamma` — Γ-convergence on a compact family and the counter-example without margin control;
@@ -33,9 +34,9 @@ from .mass import (BoundaryMass, boundary_mass_from_margins, boundary_mass_linea
                    boundary_mass_mc, logit_sampler, pairwise_union_bound, sample_margins,
                    slab_mass_linear_gaussian, tail_constant, wilson_interval)
 from .rates import RateCase, RateFit, fit_rate
-from .risk import (ConstantExperts, FunctionExperts, MoERegression, RiskGap, TanhExperts, Teacher,
-                   first_order_constant, first_order_integrand, risk_bound, risk_layer_quadrature,
-                   risk_mc, risk_polar_2d, risk_quad_1d)
+from .regression import ConstantExperts, FunctionExperts, MoERegression, TanhExperts, Teacher
+from .risk import (RiskGap, first_order_constant, first_order_integrand, risk_bound,
+                   risk_layer_quadrature, risk_mc, risk_polar_2d, risk_quad_1d)
 from .routers import BinaryRouter, LinearRouter, PowerRouter, Router, SphereRouter
 
 __all__ = [

@@ -20,9 +20,9 @@ second-order oracle (``MultiRegionChart(K, d).second(obj, τ, ...)``): the same 
 K = 2 search.
 
 **Two levels (ours, optional).** With a ``guide`` (the same teacher's objective on a smaller,
-nested sample), steps 1–3 and a first Newton run on the guide and Newton on the objective only
-refines the guide's critical points (and the previous temperature's points whose family the
-guide lost): the `paper` profile's 262,144-point objective costs a Hessian per candidate and
+nested sample), steps 1–3 and a first Newton all run on the guide, and Newton on the objective
+refines only the guide's critical points (and the previous temperature's points whose family
+the guide lost): the `paper` profile's 262,144-point objective costs a Hessian per candidate and
 step only where a critical point is already close.
 
 Routers that (nearly) switch an expert off (a cell whose mean gate is below ``MIN_CELL_MASS``)
@@ -157,8 +157,8 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     cheaper; Newton on ``obj`` then refines the guide's critical points, so every point returned
     is a critical point of ``obj`` to ``tol`` exactly as in the one-level search.  What the two
     levels can change is which points are *found*: a critical point of ``obj`` with no
-    counterpart on the guide is missed (the tests hold both searches equal on the chapter's
-    teachers).
+    counterpart on the guide is missed (the tests hold the teacher minimum of both searches
+    equal on one teacher; ``benchmarks/bench_paper_profile.py`` prints which points each finds).
     ``progress``: called as ``progress(i, n, note)`` after each of the n temperatures (e.g. a
     :class:`moe_routing.progress.Progress`).
     """
@@ -194,7 +194,8 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     for tau in taus:
         ends, slow = descend(chart.local(search, tau), starts, chart, steps=descent_steps,
                              lr_start=0.3, lr_end=1e-3, n_slow=n_slow)
-        gnd = (descend_grad_norm(chart.second(search, tau), starts, chart, steps=grad_norm_steps)
+        second = chart.second(search, tau)          # descent on ½|∇L̄_τ|²: every router alive
+        gnd = (descend_grad_norm(second, starts, chart, steps=grad_norm_steps)
                if grad_norm_steps else ends[:0])
         gnd = most_critical(search, dedupe(gnd, chart, radius=candidate_radius), tau,
                             saddle_candidates)
@@ -203,8 +204,8 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
             # follow the previous critical points: a critical point moves by O(τ) as τ falls and
             # Newton's basin shrinks with τ, so first let descent on ½|∇L̄_τ|² (attracted by the
             # nearby critical point of any index) bring each one into the new basin
-            cont = np.concatenate([cont, descend_grad_norm(chart.second(search, tau), cont,
-                                                           chart, steps=continuation_steps,
+            cont = np.concatenate([cont, descend_grad_norm(second, cont, chart,
+                                                           steps=continuation_steps,
                                                            step_cap=min(0.2, 3 * tau))])
         cand = np.concatenate([ends, slow, gnd, cont])
         cand = dedupe(cand, chart, radius=candidate_radius)

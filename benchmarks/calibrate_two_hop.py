@@ -70,7 +70,7 @@ def main() -> None:
     rows = []
     for cell in cells.to_dict("records"):
         mine = [r for r in results if r["config"]["model"]["n_layers"] == cell["n_layers"]
-                and r["config"]["train"]["objective"] == cell["objective"]]
+                and r["config"]["objective"] == cell["objective"]]
         cell["train_two_hop"] = float(np.mean([r["train_two_hop"] for r in mine]))
         cell["seen_moving_last_quarter"] = float(max(moving(r) for r in mine))
         cell["run_wall_s"] = float(np.mean([r["wall_s"] for r in mine]))

@@ -56,3 +56,21 @@ def test_every_library_module_imports_with_the_tooling_hidden():
 def test_the_tooling_lives_outside_the_library():
     assert not (LIBRARY / "pipeline.py").exists() and (TOOLING / "pipeline.py").exists()
     assert not list(LIBRARY.glob("*book*")), "book tooling in the science library"
+
+
+#: the most lines a library module may have: a module over it holds more than one idea (split it
+#: by concept, re-exporting the moved names from where they were)
+MAX_MODULE_LINES = 450
+
+
+def module_lengths(root: Path = LIBRARY) -> dict[str, int]:
+    return {str(f.relative_to(root)): len(f.read_text(encoding="utf-8").splitlines())
+            for f in sorted(root.rglob("*.py"))}
+
+
+def test_no_library_module_is_over_the_limit(tmp_path):
+    lengths = module_lengths()
+    assert {f: n for f, n in lengths.items() if n > MAX_MODULE_LINES} == {}
+    # the check sees a module that grows past the limit
+    (tmp_path / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
+    assert module_lengths(tmp_path) == {"big.py": MAX_MODULE_LINES + 1}

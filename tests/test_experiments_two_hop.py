@@ -21,7 +21,7 @@ TINY = dict(n_pairs=12, n_templates=2, d_model=16, d_expert=16, n_heads=2, steps
 
 
 def tiny(**changes) -> TwoHopConfig:
-    return TwoHopConfig.make(**{**TINY, **changes})
+    return TwoHopConfig.from_flat(**{**TINY, **changes})
 
 
 # ---- configuration ---------------------------------------------------------------------------
@@ -39,29 +39,31 @@ def tiny(**changes) -> TwoHopConfig:
     (dict(n_pairs=1), r"TwoHopData.n_pairs = 1.*≥ 2"),
     (dict(n_templates=6), "TwoHopData.n_templates = 6"),
     (dict(test_fraction=1.0), "TwoHopData.test_fraction = 1.0"),
-    (dict(n_layers=3), r"TwoHopModel.n_layers = 3.*1 or 2"),
-    (dict(n_experts=0), "TwoHopModel.n_experts = 0"),
-    (dict(d_model=18, n_heads=4), r"TwoHopModel.d_model = 18.*divisible by n_heads=4"),
-    (dict(objective="ce+zz"), r"TwoHopTrain.objective = 'ce\+zz'.*'ce\+router'"),
-    (dict(steps=0), "TwoHopTrain.steps = 0"),
-    (dict(lr=float("nan")), "TwoHopTrain.lr"),
-    (dict(device="tpu"), "TwoHopTrain.device = 'tpu'"),
-    (dict(amp=1), "TwoHopTrain.amp = 1"),
-    (dict(n_layer=2), r"TwoHopConfig.replace = \['n_layer'\].*n_layers"),
+    (dict(n_layers=3), r"TwoHopConfig.model.n_layers = 3.*1 or 2"),
+    (dict(n_experts=0), "MoEConfig.n_experts = 0"),
+    (dict(d_model=18, n_heads=4), r"MoEShape.d_model = 18.*divisible by n_heads=4"),
+    (dict(objective="ce+zz"), r"TwoHopConfig.objective = 'ce\+zz'.*'ce\+router'"),
+    (dict(steps=0), "TrainSchedule.steps = 0"),
+    (dict(lr=float("nan")), "TrainSchedule.lr"),
+    (dict(device="tpu"), "TwoHopConfig.device = 'tpu'"),
+    (dict(amp=1), "TwoHopConfig.amp = 1"),
+    (dict(entity_codes=8), r"TwoHopConfig.model.entity_codes = 8.*None"),
+    (dict(epochs=3, steps=None), r"TwoHopConfig.train.epochs = 3.*steps"),
+    (dict(n_layer=2), r"TwoHopConfig.from_flat = \['n_layer'\].*n_layers"),
 ])
 def test_bad_config_names_field_and_what_is_accepted(changes, words):
     with pytest.raises(ValueError, match=words):
-        TwoHopConfig.make(**changes)
+        TwoHopConfig.from_flat(**changes)
 
 
 def test_a_chain_without_default_templates_needs_them():
     with pytest.raises(ValueError, match=r"explicit templates for the chains without defaults"):
-        TwoHopConfig.make(chains=(("P17", "P30"),))
+        TwoHopConfig.from_flat(chains=(("P17", "P30"),))
 
 
 def test_config_parts_keys_and_json_round_trip():
     cfg = tiny(n_layers=1, objective="ce+lb", seed=3)
-    assert (cfg.model.n_layers, cfg.train.objective, cfg.train.seed) == (1, "ce+lb", 3)
+    assert (cfg.model.n_layers, cfg.objective, cfg.seed) == (1, "ce+lb", 3)
     assert cfg.data.chain_templates == tuple(th.DEFAULT_TEMPLATES[c] for c in cfg.data.chains)
     # other chains take their own default templates; the key holds the text
     other = cfg.replace(chains=(("P17", "P38"),))
@@ -80,10 +82,27 @@ def test_config_parts_keys_and_json_round_trip():
     # one expert: the three objectives train the same model and share a key
     one = {tiny(n_experts=1, objective=o).key() for o in ("ce", "ce+lb", "ce+router")}
     assert len(one) == 1
-    with pytest.raises(ValueError, match="TwoHopConfig.model = 'TwoHopTrain'"):
-        TwoHopConfig(model=th.TwoHopTrain())
+    with pytest.raises(ValueError, match="TwoHopConfig.model = 'TrainSchedule'"):
+        TwoHopConfig(model=TwoHopConfig().train)
     with pytest.raises(ValueError, match="cfg = 'dict'"):
         run_two_hop({"model": {}})
+
+
+def test_the_parts_are_the_librarys_and_reach_the_loop_without_copies():
+    from moe_routing.model import MoEShape, TrainSchedule
+
+    cfg = tiny(objective="ce+router", seed=2, z_beta=0.05, grad_clip=0.5, d_expert=24)
+    assert isinstance(cfg.model, MoEShape) and isinstance(cfg.train, TrainSchedule)
+    # a schedule knob no two-hop code names (z_beta, grad_clip) reaches the training loop
+    loop = cfg.loop_config("cpu")
+    assert (loop.z_beta, loop.grad_clip, loop.objective, loop.seed) == (0.05, 0.5, "ce+router", 2)
+    assert loop.steps == cfg.train.steps == TINY["steps"]
+    # a shape knob reaches the model's configuration the same way
+    mcfg = cfg.model.config(40, 9, top_k=1, gate="switch")
+    assert (mcfg.d_expert, mcfg.n_layers, mcfg.d_model, mcfg.top_k) == (24, 2, 16, 1)
+    assert tiny(z_beta=0.05).key() != tiny().key()        # and so does the cache key
+    # the experiment's own sizes, not the library's defaults
+    assert (TwoHopConfig().model.d_model, TwoHopConfig().train.steps) == (64, 800)
 
 
 # ---- the split and the router targets -------------------------------------------------------

@@ -3,8 +3,9 @@
 Two kinds of package:
 
 * packages that **re-export names** (``boundary``, ``construction``, ``knowledge``, ``model``,
-  ``knowledge.sources``, ``knowledge.trie``): their ``__all__`` is the API contract a researcher
-  reads (and ``import *``, Sphinx and static checkers use), so it stays a literal list.  The
+  ``knowledge.sources``, ``knowledge.trie``, ``hf``): their ``__all__`` is the API contract a
+  researcher reads (and ``import *``, Sphinx and static checkers use), so it stays a literal
+  list.  The
   expected list is *derived* here from the package's own source -- what it imports from its
   modules (but under an underscore alias: a tool of its own), the public functions and classes
   it defines, the lazy names it declares in a ``*_EXPORTS`` tuple -- so the list can never
@@ -26,7 +27,8 @@ import moe_routing
 
 LIBRARY = Path(moe_routing.__file__).parent
 REEXPORTING = ["moe_routing.boundary", "moe_routing.construction", "moe_routing.knowledge",
-               "moe_routing.model", "moe_routing.knowledge.sources", "moe_routing.knowledge.trie"]
+               "moe_routing.model", "moe_routing.knowledge.sources", "moe_routing.knowledge.trie",
+               "moe_routing.hf"]
 MODULE_LISTS = ["moe_routing", "moe_routing.landscape"]
 
 

@@ -69,7 +69,10 @@ def test_training_cache_follows_the_training_code_only(copy):
     assert fp() == before
     # modules that read trained runs or train other experiments
     for reader in ("experiments/bridge.py", "experiments/two_hop.py", "knowledge/two_hop.py",
-                   "experiments/plan.py", "experiments/claims.py"):
+                   "experiments/two_hop_config.py", "experiments/two_hop_measure.py",
+                   "knowledge/two_hop_dataset.py", "experiments/bridge_layers.py",
+                   "experiments/bridge_soft_hard.py",
+                   "experiments/grid.py", "experiments/plan.py", "experiments/claims.py"):
         append(copy.library / reader, "\n# edited\n")
     assert fp() == before
     for related in ("model/train.py", "knowledge/dataset.py", "routing_metrics.py",
@@ -79,3 +82,23 @@ def test_training_cache_follows_the_training_code_only(copy):
         mid = fp()
         append(copy.library / related, "\n# edited\n")
         assert fp() != mid, related
+
+
+def test_the_two_hop_cache_follows_every_two_hop_module(copy):
+    """Every module of the two-hop experiment is in its key's code (a module split off later and
+    not listed would let an edit reuse stale runs); the grid runner, which never changes a
+    result, is not."""
+    from moe_routing.experiments.two_hop_config import TWO_HOP_CODE
+
+    listed = {p for p in TWO_HOP_CODE}
+    found = {str(f.relative_to(copy.library)) for part in ("experiments", "knowledge")
+             for f in (copy.library / part).rglob("two_hop*.py")}
+    assert found and found <= listed, sorted(found - listed)
+    fp = lambda: source_fingerprint(TWO_HOP_CODE, root=copy.library)  # noqa: E731
+    for module in sorted(found):
+        mid = fp()
+        append(copy.library / module, "\n# edited\n")
+        assert fp() != mid, module
+    mid = fp()
+    append(copy.library / "experiments" / "grid.py", "\n# edited\n")
+    assert fp() == mid

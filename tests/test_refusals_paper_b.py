@@ -1010,7 +1010,8 @@ EXEMPT = {
     "moe_routing.boundary.risk.RiskGap", "moe_routing.boundary.rates.RateFit",
     "moe_routing.boundary.rates.RateFit.row", "moe_routing.landscape.critical_points.CriticalPoint",
     "moe_routing.landscape.critical_points.SoftCriticalPoint",
-    "moe_routing.landscape.multi_critical.MultiCriticalPoint", "moe_routing.landscape.symmetry.FlowResult",
+    "moe_routing.landscape.multi_critical.MultiCriticalPoint",
+    "moe_routing.landscape.symmetry_flow.FlowResult",
     "moe_routing.landscape.first_order.InterfaceConstants", "moe_routing.landscape.recovery.RecoveryCurve",
     "moe_routing.landscape.saddles.SaddleTally", "moe_routing.landscape.recovery.FirstOrderCheck",
     "moe_routing.landscape.multi_critical.TeacherSearch", "moe_routing.landscape.charts.SecondOrder",
@@ -1018,7 +1019,7 @@ EXEMPT = {
     # methods without arguments: nothing to refuse
     "moe_routing.boundary.routers.LinearRouter.pairs",
     "moe_routing.boundary.gamma.ThresholdFamily.margin_constant",
-    "moe_routing.landscape.teacher_student.TeacherStudentConfig.teacher_equivalents",
+    "moe_routing.landscape.two_region.TeacherStudentConfig.teacher_equivalents",
     "moe_routing.landscape.multi_region.MultiRegionTeacher.phi",
     "moe_routing.landscape.multi_region.MultiRegionTeacher.teacher_equivalents",
     "moe_routing.landscape.symmetry.TwoExpertGaussian.arrays",

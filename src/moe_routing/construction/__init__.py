@@ -7,7 +7,8 @@ constant).  ``build_moe``/``build_dense`` write weights into :class:`moe_routing
 refused only with a proof (``refusals``): :class:`HypothesisFails` names the hypothesis, the
 tasks and witness prefixes, and carries the certificate.  ``two_layer`` (ours, beyond paper
 A): two-hop knowledge in two layers, each lookup neuron one single-hop fact (no composed
-dictionary), verified the same way.
+dictionary), verified the same way (its routes and hypotheses in ``two_layer_routing``, its
+layout, neurons and report in ``two_layer_parts``, its verification in ``two_layer_verify``).
 """
 
 from .build import ConstructionReport, build_dense, build_moe

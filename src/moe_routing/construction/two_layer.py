@@ -56,14 +56,18 @@ above are linearly separable in the structural block (decided by the fits and LP
 second hops is fine (the layer-2 route, not the bridge, picks the hop); a prefix shared by
 templates with different first hops is fine before the object slot (junction expert) and
 refused at it by (H-obj).
+
+Where the code is: this module builds the model (:func:`build_two_layer`) and compares it with
+the one-layer construction (:func:`compare_sizes`); the routes of both layers and the
+hypotheses are in :mod:`.two_layer_routing`, the layout, neurons and report in
+:mod:`.two_layer_parts`, the verification (:func:`verify_two_layer`) in
+:mod:`.two_layer_verify`.  Every name of ``__all__`` is importable from here.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -71,238 +75,19 @@ import torch
 from moe_routing.knowledge import OBJECT_SLOT
 from moe_routing.knowledge.two_hop import TwoHopTask
 from moe_routing.model import MoEConfig, MoETransformer
-from moe_routing.validation import integer, positive, probability, require
+from moe_routing.validation import positive, require
 
 from .build import (ConstructionReport, _check_dataset, build_moe, check_parameters,
                     logit_scale)
 from .circuits import SemanticNeuron, SyntacticNeuron, junction_circuit
-from .layout import Layout
 from .parts import ConstructionParts
-from .refusals import HYPOTHESES, HypothesisFails, HypothesisUndecided, _listing
+from .refusals import HypothesisUndecided
 from .separators import (DETECTOR_FIT, GATE_FIT, LP_TIME_LIMIT, ROUTER_FIT, FitDidNotConverge,
-                         FitSettings, NotSeparable, fit_gate, fit_multiclass)
-from .verify import first_occurrences, struct_of_trie
-
-#: the hypotheses of the two-layer construction that the one-layer one does not have
-TWO_LAYER_HYPOTHESES = {
-    "H-hop": "the two hops of every two-hop task are single-hop tasks of the dataset, and each "
-             "composed fact (s, o) is (s, m) of the first hop and (m, o) of the second there",
-    "H-route1": "the layer-1 routing labels (a single-hop task's nodes: its expert; a two-hop "
-                "task's nodes: its first hop's expert; shared nodes: the junction expert) are "
-                "linearly separable in the structural block [TOK | POS | H1]",
-    "H-gate1": "for each single-hop task k, the object slots of k and of the two-hop tasks whose "
-               "first hop is k are linearly separable from the other nodes routed to k in "
-               "layer 1",
-    "H-route2": "the layer-2 routing labels (a two-hop object slot: its second hop's expert; "
-                "every other node: the no-op expert) are linearly separable in the structural "
-                "block",
-}
-
-
-class TwoLayerHypothesisFails(HypothesisFails):
-    """:class:`.refusals.HypothesisFails` for a hypothesis of the two-layer construction
-    (:data:`TWO_LAYER_HYPOTHESES`, or one of :data:`.refusals.HYPOTHESES`): the same attributes
-    (hypothesis, tasks, witnesses, certificate), the same message."""
-
-    def __init__(self, hypothesis: str, tasks, witnesses, certificate, detail: str = ""):
-        self.hypothesis = hypothesis
-        self.tasks = tuple(tasks)
-        self.witnesses = tuple(witnesses)
-        self.certificate = certificate
-        text = TWO_LAYER_HYPOTHESES.get(hypothesis, HYPOTHESES.get(hypothesis, ""))
-        ValueError.__init__(
-            self, f"hypothesis ({hypothesis}) fails for task(s) {list(self.tasks)}: {text}; "
-                  f"witness prefix(es) {_listing(self.witnesses)}"
-                  + (f"\n{detail}" if detail else ""))
-
-
-@dataclass(frozen=True)
-class TwoLayerLayout:
-    """The one-layer :class:`.layout.Layout` followed by ``MID`` (d_c): the bridge's code,
-    written by layer 1 and read by layer 2 only (``W_U`` never reads it)."""
-
-    base: Layout
-
-    def block(self, name: str) -> slice:
-        if name == "MID":
-            return slice(self.base.d_model, self.base.d_model + self.base.d_code)
-        return self.base.block(name)
-
-    @property
-    def d_model(self) -> int:
-        return self.base.d_model + self.base.d_code
-
-    def __getattr__(self, name):           # n_types, max_len, d_code, n_out_syn, router_block…
-        if name == "base":
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-    def blocks(self) -> dict[str, tuple[int, int]]:
-        mid = self.block("MID")
-        return {**self.base.blocks(), "MID": (mid.start, mid.stop)}
-
-
-@dataclass(frozen=True, eq=False)
-class BridgeNeuron(SemanticNeuron):
-    """A step-5 semantic neuron of a first-hop task: writes c(b) into ``MID`` as well as into
-    ``OUT_VAL`` (same input side, so one neuron serves single-hop queries and hop 1)."""
-
-    def write(self, w1, b1, w2, j, layout) -> None:
-        super().write(w1, b1, w2, j, layout)
-        mid = layout.block("MID")
-        w2[j, mid] = torch.as_tensor(self.value_code, dtype=torch.float32)
-
-
-@dataclass(frozen=True, eq=False)
-class HopNeuron:
-    """Layer 2, one per (m, o) of a second hop: ``A₂⟨c(m), MID⟩ + C₂``, raising γ·c(o)."""
-
-    scale: float                      # A₂
-    bias: float                       # C₂ = −A₂θ
-    bridge_code: np.ndarray           # (d_c,) c(m)
-    value_code: np.ndarray            # (d_c,) γ·c(o)
-
-    def write(self, w1, b1, w2, j, layout) -> None:
-        w1[layout.block("MID"), j] = torch.as_tensor(self.scale * self.bridge_code,
-                                                     dtype=torch.float32)
-        b1[j] = self.bias
-        w2[j, layout.block("OUT_VAL")] = torch.as_tensor(self.value_code, dtype=torch.float32)
-
-
-@dataclass
-class TwoLayerReport:
-    """Constants, routes and sizes of one two-layer construction (all derived, none tuned).
-
-    Experts are indexed alike in both layers: e < len(single) is single-hop task
-    ``single[e]``; the last is the junction expert in layer 1 and the no-op expert in layer 2.
-    """
-
-    eps: float
-    beta: float
-    gamma: float                    # layer-2 output scale
-    eta: float
-    mu: float
-    v_min: float
-    i_max: float
-    v_lo: float                     # MID = v₁ c(m), v₁ ∈ [v_lo, v_hi]
-    v_hi: float
-    theta: float                    # layer-2 threshold
-    hop_scale: float                # A₂
-    v2_hi: float
-    layout: TwoLayerLayout
-    single: list                    # dataset task index of each single-hop expert
-    expert_names: list
-    first_hop: dict                 # two-hop task index -> its first hop's expert
-    second_hop: dict                # two-hop task index -> its second hop's expert
-    syntactic: list                 # per layer-1 expert (junction last)
-    semantic: list                  # per single-hop expert: |Δ_k|
-    bridge: list                    # per single-hop expert: writes MID (k is a first hop)
-    hop_neurons: list               # per single-hop expert: layer-2 neurons
-    layer1_sizes: list
-    layer2_sizes: list
-    gate_spread: list
-    route1: np.ndarray = field(repr=False)    # (U,) layer-1 expert of each structural node
-    route2: np.ndarray = field(repr=False)    # (U,) layer-2 expert of each structural node
-    nodes: object = field(repr=False, default=None)
-    codes: np.ndarray = field(repr=False, default=None)
-    router_fits: list = field(default_factory=list)
-    build_seconds: float = 0.0
-
-    @property
-    def n_experts(self) -> int:
-        return len(self.single) + 1
-
-    def size_table(self) -> list[dict]:
-        """Per single-hop task: |Δ_k| and the neurons of its expert in each layer, with the
-        formula they follow (layer 1: syntactic + |Δ_k|; layer 2: |Δ_k| if a second hop)."""
-        rows = []
-        for e, name in enumerate(self.expert_names[:-1]):
-            rows.append(dict(task=name, n_pairs=self.semantic[e], syntactic=self.syntactic[e],
-                             layer1=self.layer1_sizes[e], layer2=self.layer2_sizes[e],
-                             first_hop=self.bridge[e], second_hop=self.hop_neurons[e] > 0))
-        return rows
-
-    @property
-    def total_neurons(self) -> int:
-        return int(sum(self.layer1_sizes) + sum(self.layer2_sizes))
-
-
-def _kind_of(dataset) -> tuple[list, dict, dict, dict]:
-    """(single-hop task indices, expert of each, first and second hop expert of each two-hop
-    task); (H-hop) checked on the dataset's own tasks, witness = the object-slot prefix of a
-    sentence of the two-hop task whose fact does not decompose."""
-    tasks = dataset.tasks
-    single = [k for k, t in enumerate(tasks) if not isinstance(t, TwoHopTask)]
-    expert = {k: e for e, k in enumerate(single)}
-    by_name = {tasks[k].name: k for k in single}
-    first, second = {}, {}
-    for t, task in enumerate(tasks):
-        if not isinstance(task, TwoHopTask):
-            continue
-        hops = [by_name.get(h.name) for h in (task.first, task.second)]
-        d1 = tasks[hops[0]].dictionary if hops[0] is not None else {}
-        d2 = tasks[hops[1]].dictionary if hops[1] is not None else {}
-        for p, (s, o) in enumerate(task.dictionary.items()):
-            m = d1.get(s)
-            if hops[0] is None or hops[1] is None or m is None or d2.get(m) != o:
-                missing = [h.name for h, k in zip((task.first, task.second), hops) if k is None]
-                why = (f"hop(s) {missing} not among the dataset's single-hop tasks" if missing
-                       else f"{task.first.name} has no fact for {s!r}" if m is None
-                       else f"{task.second.name} has no fact for the bridge {m!r}" if m not in d2
-                       else f"{task.second.name}({m!r}) is {d2[m]!r} in the dataset, not {o!r}")
-                rows = np.nonzero((dataset.task == t) & (dataset.pair == p))[0]
-                i = int(rows[0])
-                prefix = dataset.tokenizer.decode(dataset.seqs[i, :dataset.object_pos[i]])
-                raise TwoLayerHypothesisFails(
-                    "H-hop", [task.name] + [h.name for h in (task.first, task.second)],
-                    [prefix], None, f"the composed fact ({s!r}, {o!r}) of {task.name} does not "
-                                    f"decompose: {why}")
-        first[t], second[t] = expert[hops[0]], expert[hops[1]]
-    return single, expert, first, second
-
-
-def _labels(nodes, expert, first, second) -> tuple[np.ndarray, np.ndarray]:
-    """Layer-1 and layer-2 routing labels of every structural node (module docstring)."""
-    J = len(expert)
-    K = nodes.n_tasks
-    lab1 = np.full(nodes.n_nodes, J, dtype=np.int64)
-    lab2 = np.full(nodes.n_nodes, J, dtype=np.int64)
-    for u in range(nodes.n_nodes):
-        k = int(nodes.label[u])
-        if k == K:
-            continue
-        lab1[u] = expert[k] if k in expert else first[k]
-        if k in second and OBJECT_SLOT in nodes.next[u][k]:
-            lab2[u] = second[k]
-    return lab1, lab2
-
-
-def _fit_router(parts, labels, names, hypothesis, margin, settings, lp_time_limit):
-    """A linear router of ``labels`` on the structural codes, scaled to logit margin
-    ``margin`` and checked in float32 (as :func:`.build.fit_router`)."""
-    nodes, tok = parts.nodes, parts.ds.tokenizer
-    E = len(names)
-    try:
-        W, b, m, fit = fit_multiclass(parts.Z, labels, E, settings, lp_time_limit=lp_time_limit)
-    except NotSeparable as err:
-        rows = list(dict.fromkeys(int(u) for u in err.certificate.rows))
-        raise TwoLayerHypothesisFails(
-            hypothesis, sorted({names[int(labels[u])] for u in rows}),
-            [nodes.text(u, tok) for u in rows], err.certificate, str(err)) from None
-    except FitDidNotConverge as err:
-        raise HypothesisUndecided(
-            hypothesis, sorted({names[int(labels[u])] for u in err.worst_rows}),
-            [nodes.text(int(u), tok) for u in err.worst_rows], err) from None
-    scale = margin / m.min()
-    W, b = W * scale, b * scale
-    S32 = parts.Z.astype(np.float32) @ W.astype(np.float32) + b.astype(np.float32)
-    wrong = np.nonzero(S32.argmax(1) != labels)[0]
-    if len(wrong):
-        raise HypothesisUndecided(
-            hypothesis, sorted({names[int(labels[u])] for u in wrong}),
-            [nodes.text(int(u), tok) for u in wrong],
-            f"the separator found ({fit.describe()}) misroutes {len(wrong)} nodes in float32")
-    return W, b, fit
+                         FitSettings, NotSeparable, fit_gate)
+from .two_layer_parts import BridgeNeuron, HopNeuron, TwoLayerLayout, TwoLayerReport
+from .two_layer_routing import (TWO_LAYER_HYPOTHESES, TwoLayerHypothesisFails, _fit_router,
+                                _kind_of, _labels)
+from .two_layer_verify import TwoLayerVerification, verify_two_layer
 
 
 def _layer1_expert(parts, k, rows, is_bridge, settings, lp_time_limit):
@@ -458,123 +243,6 @@ def build_two_layer(dataset, eps: float = 1e-4, *, rho: float = 0.5, eta: float 
         route1=lab1, route2=lab2, nodes=nodes, codes=parts.codes,
         router_fits=[r1[2], r2[2]], build_seconds=time.perf_counter() - t0)
     return model, rep
-
-
-# ---- verification ---------------------------------------------------------------------------
-@dataclass
-class TwoLayerVerification:
-    """Every distinct prefix and every fact of the dataset, checked in float64.
-
-    ``max_invalid`` / ``min_valid`` / ``argmin_prefix`` / ``max_invalid_by_eps`` mean what they
-    mean in :class:`.verify.Verification`; ``failing`` lists the prefixes whose invalid mass
-    exceeds ε (worst first), ``misrouted`` the prefixes sent to another expert than the
-    construction's label in some layer, ``wrong_facts`` the sentences whose object is not the
-    argmax at its slot."""
-
-    n_prefixes: int
-    eps: float
-    max_invalid: float
-    min_valid: float
-    argmin_prefix: str
-    invalid: np.ndarray
-    failing: list
-    routed_ok: tuple                # share of prefixes routed as labelled, per layer
-    misrouted: list
-    n_facts: int
-    fact_accuracy: float            # greedy exact match at the object slot, every sentence
-    n_held_out: int
-    held_out_accuracy: float        # the same over the held-out compositions' sentences
-    wrong_facts: list
-    max_invalid_by_eps: dict
-    seconds: float
-
-    @property
-    def passed(self) -> bool:
-        return (self.max_invalid <= self.eps and not self.misrouted and not self.wrong_facts)
-
-
-@torch.no_grad()
-def verify_two_layer(model, report: TwoLayerReport, dataset, batch_size: int = 128,
-                     eps_list=()) -> TwoLayerVerification:
-    """Run the model's own forward pass in float64 on every sentence and check, at the first
-    occurrence of every distinct prefix w (:func:`.verify.first_occurrences`): the invalid mass
-    P(x ∉ V(w) | w) (log space) against ε, the expert chosen in each layer against the
-    construction's label of w's structural node; and at every sentence's object slot that the
-    object is the argmax (greedy exact match: every fact, held-out compositions included).
-
-    ``eps_list``: also the max invalid mass of the same model with W_U rescaled to β(ε).
-    (The restricted forward of :mod:`.fastpath` is one-layer; float64 makes the check
-    independent of float32 rounding.)"""
-    require(isinstance(report, TwoLayerReport), "report", type(report).__name__,
-            "the TwoLayerReport of build_two_layer")
-    require(isinstance(model, MoETransformer) and model.config.n_layers == 2, "model",
-            type(model).__name__, "the two-layer MoETransformer of build_two_layer")
-    dataset = _check_dataset(dataset)
-    batch_size = integer("batch_size", batch_size, low=1)
-    eps_list = [probability(f"eps_list[{i}]", e) for i, e in enumerate(eps_list)]
-    t0 = time.perf_counter()
-    m64 = copy.deepcopy(model).double().eval()
-    V = dataset.vocab_size
-    ratios = {e: logit_scale(e, V, report.v_min, report.i_max) / report.beta for e in eps_list}
-    trie, tok = dataset.trie, dataset.tokenizer
-    s_of_t = struct_of_trie(dataset, report.nodes)
-    pn = dataset.prefix_node
-    M, n = pn.shape
-    is_first = np.zeros(M * n, dtype=bool)
-    is_first[first_occurrences(dataset)] = True
-    is_first = is_first.reshape(M, n)
-    seqs = torch.as_tensor(dataset.seqs)
-    invalid = np.zeros(trie.n_nodes)
-    inv_eps = {e: 0.0 for e in ratios}
-    route_ok = np.zeros(trie.n_nodes, dtype=bool)
-    route_ok2 = np.zeros(trie.n_nodes, dtype=bool)
-    correct = np.zeros(M, dtype=bool)
-    indptr, ids = trie.next_indptr, trie.next_ids
-    order = np.argsort(dataset.lengths, kind="stable")
-    for s in range(0, M, batch_size):
-        rows = order[s:s + batch_size]
-        T = int(dataset.lengths[rows].max()) - 1
-        out = m64(seqs[rows, :T])
-        sel = torch.as_tensor(is_first[rows, :T])
-        nd = pn[rows, :T][is_first[rows, :T]]
-        lg = out.logits[sel]                                       # (r, V) float64
-        valid = torch.zeros(lg.shape, dtype=torch.bool)
-        for i, u in enumerate(nd):
-            valid[i, ids[indptr[u]:indptr[u + 1]]] = True
-        for e, r in [(None, 1.0), *ratios.items()]:
-            z = lg * r
-            lse_inv = torch.logsumexp(z.masked_fill(valid, float("-inf")), -1)
-            inv = (lse_inv - torch.logsumexp(z, -1)).exp().numpy()
-            if e is None:
-                invalid[nd] = inv
-            else:
-                inv_eps[e] = max(inv_eps[e], float(inv.max()) if len(inv) else 0.0)
-        struct = s_of_t[nd]
-        route_ok[nd] = out.layers[0].expert_index[..., 0][sel].numpy() == report.route1[struct]
-        route_ok2[nd] = out.layers[1].expert_index[..., 0][sel].numpy() == report.route2[struct]
-        op = torch.as_tensor(dataset.object_pos[rows])
-        at = out.logits[torch.arange(len(rows)), op - 1]            # (b, V) at the object slot
-        correct[rows] = (at.argmax(-1) == seqs[rows, op]).numpy()
-    worst = int(np.argmax(invalid))
-    prefix = lambda u: tok.decode(trie.prefix(int(u))) or "(empty prefix)"  # noqa: E731
-    bad = np.nonzero(invalid > report.eps)[0]
-    bad = bad[np.argsort(-invalid[bad], kind="stable")]
-    misrouted = np.nonzero(~(route_ok & route_ok2))[0]
-    held = []
-    if hasattr(dataset, "held_out_compositions"):
-        held = sorted({i for h in dataset.held_out_compositions() for i in h.test_sentences})
-    wrong = np.nonzero(~correct)[0]
-    mx = float(invalid.max())
-    return TwoLayerVerification(
-        n_prefixes=int(trie.n_nodes), eps=report.eps, max_invalid=mx, min_valid=1.0 - mx,
-        argmin_prefix=prefix(worst), invalid=invalid,
-        failing=[(prefix(u), float(invalid[u])) for u in bad[:20]],
-        routed_ok=(float(route_ok.mean()), float(route_ok2.mean())),
-        misrouted=[prefix(u) for u in misrouted[:20]], n_facts=M,
-        fact_accuracy=float(correct.mean()), n_held_out=len(held),
-        held_out_accuracy=float(correct[held].mean()) if held else float("nan"),
-        wrong_facts=[tok.decode(dataset.seqs[i, :dataset.lengths[i]]) for i in wrong[:20]],
-        max_invalid_by_eps=inv_eps, seconds=time.perf_counter() - t0)
 
 
 # ---- against the one-layer alternative --------------------------------------------------------

@@ -33,6 +33,11 @@ encoded sentences and split) together with the code that trains and measures
 (:data:`HF_ROUTING_CODE`, the task-routing training code fingerprint) and the transformers
 version; written atomically and read back through :func:`.cache.read_cached`, so a re-executed
 chapter retrains nothing and a result of other code or data is never reused.
+
+The parts: :mod:`.hf_routing_results` (what a run and a comparison hold) and
+:mod:`.hf_routing_measure` (the positions and one model's per-layer measurement); this module
+holds the model's size, the cached runs and their summary over seeds, and imports the names of
+both (``from moe_routing.experiments.hf_routing import ...`` is the one import path).
 """
 
 from __future__ import annotations
@@ -53,17 +58,20 @@ from ..atomic import atomic_write_json
 from ..model.losses import OBJECTIVES
 from ..validation import choice, integer, number, require, sequence
 from .cache import read_cached
+from .hf_routing_measure import (N_BOOT, _dataset, _layer_summary,  # noqa: F401
+                                 determined_positions, measure_hf_model)
+from .hf_routing_results import (Interval, LayerRoutingSummary, ObjectiveLayer,
+                                 RoutingComparison, RoutingRun)
 
 log = logging.getLogger(__name__)
 
 #: version of the cached measurement format; part of every cache key
 RESULT_VERSION = 1
 #: the code of a run besides the task-routing training code (paths in the package)
-HF_ROUTING_CODE = ("hf.py", "experiments/hf_routing.py", "routing_metrics.py", "boundary")
+HF_ROUTING_CODE = ("hf", "experiments/hf_routing.py", "experiments/hf_routing_measure.py",
+                   "experiments/hf_routing_results.py", "routing_metrics.py", "boundary")
 #: the two contrasts of the training chapter: the task-router objective against each other
 CONTRAST_PAIRS = (("ce+router", "ce"), ("ce+router", "ce+lb"))
-#: bootstrap resamples of the test sentences for one run's NMI interval
-N_BOOT = 200
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -109,122 +117,7 @@ class MixtralSize:
                     router_aux_loss_coef=self.lb_coef)
 
 
-# ----------------------------------------------------------------------------- results
-@dataclass(frozen=True)
-class Interval:
-    """A quantity over seeds: ``mean`` of the seeds' values, ``low`` / ``high`` the lowest
-    lower and highest upper end of the seeds' own intervals, ``n_seeds``."""
-
-    mean: float
-    low: float
-    high: float
-    n_seeds: int
-
-    def apart_above(self, other: "Interval") -> bool:
-        """This interval lies entirely above ``other``."""
-        return self.low > other.high
-
-    def as_tuple(self) -> tuple[float, float, float]:
-        return (self.mean, self.low, self.high)
-
-
-@dataclass(frozen=True)
-class LayerRoutingSummary:
-    """One run, one layer, at the task-determined test positions (n of them).
-
-    nmi, nmi_low, nmi_high — NMI(task; top-1 expert) with its bootstrap interval over test
-    sentences (95 %); purity, load_entropy (normalised), max_utilisation — of the top-1
-    choice; nmi_topk — NMI of all top-k assignments; counts (K, E) — task × top-1 expert;
-    margin_median — median top-two logit margin; bm, bm_low, bm_high — BM(w*) and its Wilson
-    interval."""
-
-    layer: int
-    n_positions: int
-    nmi: float
-    nmi_low: float
-    nmi_high: float
-    purity: float
-    load_entropy: float
-    max_utilisation: float
-    nmi_topk: float
-    counts: tuple[tuple[int, ...], ...]
-    margin_median: float
-    bm: float
-    bm_low: float
-    bm_high: float
-
-
-@dataclass(frozen=True)
-class RoutingRun:
-    """One trained model's measurements: ``exact_match`` (test) and ``train_exact_match`` at
-    the object, one :class:`LayerRoutingSummary` per layer, ``train_s`` the wall time of
-    training and measuring and ``cpu_s`` its process CPU time (the time it needs on one
-    core whatever else runs; 0 for a model measured as given), ``cached`` read from disk."""
-
-    objective: str
-    seed: int
-    exact_match: float
-    train_exact_match: float
-    layers: tuple[LayerRoutingSummary, ...]
-    train_s: float
-    cpu_s: float
-    cached: bool
-
-
-@dataclass(frozen=True)
-class ObjectiveLayer:
-    """One objective, one layer, over seeds: intervals of the NMI, purity, load entropy,
-    max utilisation, BM(w*) and median margin, and the task × expert counts summed over seeds
-    (K, E)."""
-
-    objective: str
-    layer: int
-    nmi: Interval
-    purity: Interval
-    load_entropy: Interval
-    max_utilisation: Interval
-    bm: Interval
-    margin_median: Interval
-    counts: tuple[tuple[int, ...], ...]
-
-
-@dataclass(frozen=True)
-class RoutingComparison:
-    """One model family's runs and their summary per objective and layer.
-
-    ``model``: a label ("Mixtral-style", "library"); ``objectives``, ``seeds``, ``n_layers``,
-    ``w_star`` as measured; ``runs`` every :class:`RoutingRun` (objective-major, then seed);
-    ``cells`` one :class:`ObjectiveLayer` per objective and layer; ``exact_match`` one
-    :class:`Interval` per objective (the binomial interval of each run's test set, joined over
-    seeds)."""
-
-    model: str
-    objectives: tuple[str, ...]
-    seeds: tuple[int, ...]
-    n_layers: int
-    w_star: float
-    runs: tuple[RoutingRun, ...]
-    cells: tuple[ObjectiveLayer, ...]
-    exact_match: tuple[Interval, ...]
-
-    def cell(self, objective: str, layer: int) -> ObjectiveLayer:
-        """The summary of ``objective`` at ``layer`` (1-based)."""
-        choice("objective", objective, self.objectives)
-        integer("layer", layer, low=1, high=self.n_layers)
-        return next(c for c in self.cells if c.objective == objective and c.layer == layer)
-
-    def accuracy(self, objective: str) -> Interval:
-        return self.exact_match[list(self.objectives).index(
-            choice("objective", objective, self.objectives))]
-
-    def nmi_by_layer(self) -> dict[str, list[tuple[float, float, float]]]:
-        """``{objective: [(mean, low, high) of layer 1, …]}``: the input of
-        :func:`moe_routing.verdicts.hf_routing.hf_same_contrast`."""
-        return {o: [self.cell(o, l).nmi.as_tuple() for l in range(1, self.n_layers + 1)]
-                for o in self.objectives}
-
-
-# ----------------------------------------------------------------------------- measuring
+# ----------------------------------------------------------------------------- arguments
 def _objectives(objectives) -> tuple[str, ...]:
     objs = sequence("objectives", objectives, "a sequence of objectives (a list, even of one)")
     out = tuple(choice(f"objectives[{i}]", o, OBJECTIVES) for i, o in enumerate(objs))
@@ -237,92 +130,6 @@ def _seeds(seeds) -> tuple[int, ...]:
     out = tuple(integer(f"seeds[{i}]", v, low=0) for i, v in enumerate(s))
     require(len(set(out)) == len(out), "seeds", list(out), "distinct seeds")
     return out
-
-
-def _dataset(dataset):
-    from ..knowledge import KnowledgeDataset
-
-    require(isinstance(dataset, KnowledgeDataset), "dataset", type(dataset).__name__,
-            "a moe_routing.knowledge.KnowledgeDataset (e.g. task_routing.experiment_dataset)")
-    return dataset
-
-
-def determined_positions(dataset, batch) -> np.ndarray:
-    """(N,) bool over the non-padding tokens of ``batch`` (``hf.knowledge_batch`` of the test
-    split of ``dataset``, the row order of ``hf.collect_router_logits``): the tokens that
-    predict a next token and whose prefix is continued by sentences of one task only."""
-    import torch
-
-    enc = dataset.encode_split("test")
-    require(tuple(enc.tokens.shape) == tuple(batch.input_ids.shape), "batch",
-            tuple(batch.input_ids.shape), f"the test split of this dataset {tuple(enc.tokens.shape)}")
-    nodes = enc.prefix_node[:, :-1]                                          # (M, n-1)
-    shared = torch.from_numpy(dataset.trie.ambiguous)[nodes.clamp_min(0)]
-    det = enc.loss_mask & ~shared                                            # (M, n-1)
-    det = torch.cat([det, torch.zeros_like(det[:, :1])], 1)                  # (M, n)
-    return det[batch.attention_mask.bool()].numpy() & batch.predicting.numpy()
-
-
-def _nmi_interval(task, expert, sentence, n_tasks, n_experts, seed: int = 0,
-                  n_boot: int = N_BOOT) -> tuple[float, float]:
-    """95 % bootstrap interval of NMI(task; expert), resampling sentences (all positions of
-    a sentence together): a (B, M) multinomial weighting of per-sentence count matrices."""
-    rows, inv = np.unique(sentence, return_inverse=True)
-    per = np.zeros((rows.size, n_tasks * n_experts))                          # (M, K·E)
-    np.add.at(per, (inv, task * n_experts + expert), 1.0)
-    rng = np.random.default_rng(seed)
-    w = rng.multinomial(rows.size, np.full(rows.size, 1.0 / rows.size), size=n_boot)  # (B, M)
-    boot = (w @ per).reshape(n_boot, n_tasks, n_experts)
-    # NMI lies in [0, 1]; a perfect split can come out 1 + 2e-16 in floating point
-    vals = np.clip([rm.normalized_mutual_info(c) for c in boot], 0.0, 1.0)
-    lo, hi = np.quantile(vals, [0.025, 0.975])
-    return float(lo), float(hi)
-
-
-def _layer_summary(layer: int, top1, topk_nmi, task, sentence, margins, n_tasks, n_experts,
-                   w_star, seed) -> LayerRoutingSummary:
-    from ..boundary.mass import boundary_mass_from_margins
-
-    summ = rm.routing_summary(task, top1, n_tasks, n_experts)
-    lo, hi = _nmi_interval(task, top1, sentence, n_tasks, n_experts, seed)
-    nmi = float(np.clip(summ["nmi"], 0.0, 1.0))
-    bm = boundary_mass_from_margins(np.asarray(margins, dtype=np.float64), np.array([w_star]))
-    return LayerRoutingSummary(
-        layer=layer, n_positions=int(task.size), nmi=nmi, nmi_low=min(lo, nmi),
-        nmi_high=max(hi, nmi), purity=float(summ["purity"]),
-        load_entropy=float(summ["load_entropy_normalised"]),
-        max_utilisation=float(max(summ["utilisation"])), nmi_topk=float(topk_nmi),
-        counts=tuple(tuple(int(x) for x in row) for row in summ["counts"]),
-        margin_median=float(np.median(margins)), bm=float(bm.estimate[0]),
-        bm_low=float(bm.lower[0]), bm_high=float(bm.upper[0]))
-
-
-def measure_hf_model(model, dataset, w_star: float = 0.1, seed: int = 0
-                     ) -> tuple[LayerRoutingSummary, ...]:
-    """Per-layer routing of a transformers MoE causal LM at the task-determined test positions
-    of ``dataset`` (its token ids: the model's vocabulary must hold them), one
-    :class:`LayerRoutingSummary` per layer (``seed``: of the NMI bootstrap).  A model without
-    router logits (a dense model, a router that is not linear) is refused by
-    :func:`moe_routing.hf.router_modules`, naming its class."""
-    from .. import hf
-
-    dataset = _dataset(dataset)
-    w_star = number("w_star", w_star, low=0, low_open=True)
-    hf.router_modules(model)                          # refuses models without router logits
-    test = hf.knowledge_batch(dataset, model, "test")
-    det = determined_positions(dataset, test)
-    require(bool(det.any()), "dataset", "no task-determined test position",
-            "a dataset whose templates determine the task somewhere in the prefix")
-    logits = hf.collect_router_logits(model, test.input_ids, test.attention_mask)
-    k = int(model.config.num_experts_per_tok)
-    per = hf.routing_measurements(logits, test.task_per_token, k, positions=det,
-                                  n_tasks=dataset.n_tasks, widths=[w_star])
-    task = test.task_per_token.numpy()[det]
-    sentence = np.repeat(np.arange(len(test)), test.lengths.numpy())[det]
-    return tuple(
-        _layer_summary(l + 1, r.experts[:, 0], r.assignments["nmi"], task, sentence, r.margins,
-                       dataset.n_tasks, logits[l].shape[1], w_star, seed)
-        for l, r in enumerate(per))
 
 
 # ----------------------------------------------------------------------------- the cache

@@ -318,76 +318,28 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     :class:`~moe_routing.experiments.executor.GridError` lists the failed runs (key,
     configuration, one-line reason); its ``results`` holds the rows of the others.
     """
-    from .executor import GridError, Task, plan, run_tasks
+    from .executor import plan
+    from .grid import CachedRuns, run_cached_grid
 
     configs = sequence_of("configs", configs, ExperimentConfig)
     choice("profile", profile, PROFILES)
     progress = flag("progress", progress)
     if isinstance(reuse_from, os.PathLike):
         fail("reuse_from", reuse_from, "a sequence of folders (a list, even of one)")
-    folders = ([] if artifacts_dir is None else [artifacts_dir]) + sequence(
-        "reuse_from", reuse_from, "a sequence of folders (a list, even of one)", nonempty=False)
+    reuse_from = sequence("reuse_from", reuse_from, "a sequence of folders (a list, even of one)",
+                          nonempty=False)
     how = plan(executor, workers, devices=sorted({c.device for c in configs}))
-    done: dict[str, tuple[dict, bool]] = {}      # key -> (result, read from a cache)
-    pending: dict[str, ExperimentConfig] = {}    # key -> configuration to train
-    for cfg in configs:
-        key = cfg.key()
-        if key in done or key in pending:
-            continue
-        res, found_in, problems = None, None, []
-        for folder in folders:
-            res, problem = _read_cached(cfg, folder)
-            problems += [problem] if problem else []
-            if res is not None:
-                found_in = folder
-                break
-        if found_in is not None and artifacts_dir is not None \
-                and found_in is not artifacts_dir:
-            atomic_write_json(result_path(cfg, artifacts_dir), res)
-            _copy_weights(cfg, found_in, artifacts_dir)
-        if problems:
-            log.warning("task_routing: %s run %s: %s", "reusing another cached copy of"
-                        if res is not None else "re-running", key, "; ".join(problems))
-        if res is None:
-            pending[key] = cfg
-        else:
-            done[key] = (res, True)
+    runs = CachedRuns(run=run_experiment, read=_read_cached, path=result_path, label=run_label,
+                      name="task_routing", log=log, copy_extra=_copy_weights,
+                      row_extra=_shared_with)
+    return run_cached_grid(runs, configs, artifacts_dir, how, reuse_from=reuse_from,
+                           profile=profile, progress=progress)
 
-    # Local workers share this file system and write their own results (as run_experiment
-    # does); Ray's results come back as values and are written here, as each arrives.
-    writes_here = how.executor != "local"
-    where = None if writes_here else artifacts_dir
 
-    def keep(task: Task, res: dict) -> None:
-        if res.get("key") != task.key:
-            raise RuntimeError(f"the result has key {res.get('key')!r}, not {task.key!r}: it was "
-                               "computed by other code (moe_routing, torch or Python differ "
-                               "where it ran)")
-        if writes_here and artifacts_dir is not None:
-            atomic_write_json(result_path(pending[task.key], artifacts_dir), res)
-        done[task.key] = (res, False)
-
-    n_runs = len(done) + len(pending)
-    log.info("grid: %d distinct run%s, %d read from a cache", n_runs, "s" if n_runs != 1 else "",
-             len(done))
-    tasks = [Task(key, run_label(cfg), (cfg, where, profile)) for key, cfg in pending.items()]
-    failures = run_tasks(run_experiment, tasks, how, on_result=keep, progress=progress)
-    out, first = [], set()
-    for cfg in configs:
-        key = cfg.key()
-        if key not in done:
-            continue
-        res, cached = done[key]
-        row = dict(res)
-        row["config"] = cfg.as_dict()             # the requested objective, not the shared one
-        row["cached"] = cached or key in first    # a repeat in this call is a shared copy
-        first.add(key)
-        if cfg.model.n_experts == 1 and cfg.objective != "ce":
-            row["shared_with"] = key
-        out.append(row)
-    if failures:
-        raise GridError(failures, n_runs, out)
-    return out
+def _shared_with(cfg: ExperimentConfig, row: dict) -> None:
+    """A one-expert run of another objective is the ``ce`` run: its row names that key."""
+    if cfg.model.n_experts == 1 and cfg.objective != "ce":
+        row["shared_with"] = cfg.key()
 
 
 def convergence(result: dict, tail: float = 0.2) -> dict:

@@ -30,9 +30,9 @@ TWO_HOP_EXPORTS = ("TwoHopTask", "two_hop_task", "embedded_chains", "MixedKnowle
 
 def __getattr__(name):
     if name in TWO_HOP_EXPORTS:
-        from . import two_hop
+        from . import two_hop, two_hop_dataset
 
-        return getattr(two_hop, name)
+        return getattr(two_hop_dataset if name in two_hop_dataset.__all__ else two_hop, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: how many skipped entity ids a warning shows (the dataset's ``skipped_entities`` has all)

@@ -4,7 +4,12 @@
 * :mod:`.common` — what both teacher–student models share: affine features x̃ = (x, 1) and the
   fixed scrambled-Sobol normal sample (common random numbers);
 * :mod:`.teacher_student` — the teacher–student model (K = 2 regions in d = 2, affine experts,
-  fixed-scale linear router), soft/hard risks, closed-form expert refits;
+  fixed-scale linear router), soft/hard risks, closed-form expert refits (every public name of
+  the next three modules is importable from it; it holds the soft risk on a fixed sample);
+* :mod:`.two_region` — that model's teacher and the router chart (α, b);
+* :mod:`.hard_quadrature` — its hard risk, refits and errors against the teacher by
+  semi-analytic quadrature;
+* :mod:`.soft_quadrature` — its soft risk and refits by quadrature, differentiable in φ;
 * :mod:`.shape_derivative` — the boundary-integral gradient of the hard risk;
 * :mod:`.hessian` — gradients and Hessians (autograd for soft, shape derivative for hard);
 * :mod:`.critical_points` — the search for minima *and* saddles, and their classification;

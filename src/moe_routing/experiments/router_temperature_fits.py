@@ -1,0 +1,212 @@
+"""What a temperature-in-training run measured, and how its rates are read (ours): one run's
+record (:class:`GrowthRun`), the exponential fit of a trajectory over the softmax's linear band
+(:func:`fit_growth`, :class:`GrowthFit`: R² and the halves' ratio keep a power-law drift from
+passing for a rate), and the fits across temperatures -- the rate's slope against 1/τ
+(:func:`rate_scaling`, prediction 1) and the value after a fixed number of steps
+(:func:`step_scaling`: AdamW's slope is about 0, SGD's positive).
+
+The setup and the training runs are :mod:`.router_temperature`'s (its docstring states every
+hypothesis); this module only reads numbers, so the fits can be tested and re-run on stored
+trajectories without training.  Importable from :mod:`.router_temperature` as before.
+Shapes: ``S`` steps.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import validation as check
+
+#: the two measures of the router (:class:`GrowthRun`)
+MEASURES = ("aligned", "contrast")
+
+
+@dataclass(frozen=True)
+class GrowthFit:
+    """The exponential fit of one trajectory: ``window`` (first, last) step, ``rate`` = the
+    least-squares slope of log value against the step (NaN when the window holds fewer than
+    5 steps), ``r2`` its R², ``halves`` = (slope over the window's second half) / (slope over
+    its first half): 1 for an exponential, ≪ 1 for a power of t (a linear drift gives ≈ 0.1
+    over three decades), so a band of the softmax's argument cannot pass a drift for a rate."""
+
+    window: tuple[int, int]
+    rate: float
+    r2: float
+    halves: float
+
+    def log_linear(self, min_r2: float = 0.9, halves: tuple[float, float] = (0.5, 2.0)
+                   ) -> bool:
+        """The growth is exponential on the window: R² ≥ ``min_r2`` and the halves' ratio in
+        ``halves``."""
+        return bool(np.isfinite(self.rate) and self.rate > 0 and self.r2 >= min_r2
+                    and halves[0] <= self.halves <= halves[1])
+
+
+def _slope(steps, ly) -> float:
+    return float(np.polyfit(steps, ly, 1)[0]) if steps.size >= 3 else math.nan
+
+
+def fit_growth(values, scaled, band) -> GrowthFit:
+    """Fit log ``values`` (S,) against the step over the window where the softmax's argument
+    ``scaled`` (S,) first lies in ``band`` = (lo, hi): from the first step with scaled ≥ lo to
+    the last before scaled first exceeds hi -- the same band of the linearisation for every
+    τ (below lo the start's transient, above hi the softmax is no longer linear)."""
+    values = check.finite_array("values", values, ndim=1, low=0)
+    scaled = check.finite_array("scaled", scaled, shape=(values.size,), low=0)
+    lo, hi = band
+    start = np.nonzero(scaled >= lo)[0]
+    if not start.size:
+        return GrowthFit((0, -1), math.nan, math.nan, math.nan)
+    a = int(start[0])
+    over = np.nonzero(scaled[a:] > hi)[0]
+    b = a + int(over[0]) - 1 if over.size else scaled.size - 1
+    steps = np.arange(a, b + 1)
+    y = values[a:b + 1]
+    if steps.size < 5 or not np.all(y > 0):
+        return GrowthFit((a, b), math.nan, math.nan, math.nan)
+    ly = np.log(y)
+    slope, icpt = np.polyfit(steps, ly, 1)
+    resid = ly - (slope * steps + icpt)
+    ss = float(((ly - ly.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid ** 2).sum()) / ss if ss > 0 else 0.0
+    m = steps.size // 2
+    first, second = _slope(steps[:m + 1], ly[:m + 1]), _slope(steps[m:], ly[m:])
+    halves = second / first if first > 0 else math.nan
+    return GrowthFit((a, b), float(slope), r2, float(halves))
+
+
+@dataclass(frozen=True)
+class GrowthRun:
+    """One run from the symmetric start at temperature ``tau``, ``seed``.
+
+    ``aligned`` (S + 1,): the task-aligned component A before each of the S steps taken and
+    after the last (a run stopped early ends at the step that left the band: S ≤ ``steps``);
+    ``router_contrast`` (S + 1,): Frobenius norm of the router weights centred over experts
+    (B's |w|); ``max_scaled`` (S + 1,): largest |centred logit|/τ (the softmax's argument);
+    ``loss`` (S,): cross-entropy at each step.  ``fit`` / ``fit_contrast``: the
+    :class:`GrowthFit` of A and of |w|; :meth:`rate` reads either when it is log-linear.
+    """
+
+    tau: float
+    seed: int
+    optimizer: str
+    aligned: np.ndarray
+    router_contrast: np.ndarray
+    max_scaled: np.ndarray
+    loss: np.ndarray
+    fit: "GrowthFit"
+    fit_contrast: "GrowthFit"
+    wall_s: float
+
+    def rate(self, measure: str = "aligned") -> float:
+        """The fitted rate of A (``"aligned"``) or of |w| (``"contrast"``) when its growth is
+        log-linear on the window, else NaN."""
+        check.choice("measure", measure, MEASURES)
+        f = self.fit if measure == "aligned" else self.fit_contrast
+        return f.rate if f.log_linear() else math.nan
+
+    def alignment(self) -> float:
+        """A / (largest |centred logit|) at the end of the fitted window of |w|: the share of
+        the router's logit contrast that separates the tasks (1: only between tasks)."""
+        b = self.fit_contrast.window[1]
+        b = b if b >= 0 else self.aligned.size - 1
+        den = self.max_scaled[b] * self.tau
+        return float(self.aligned[b] / den) if den > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class TemperatureScaling:
+    """log(rate) against log(1/τ) over the fitted runs: ``slope`` (prediction 1) with its
+    ``slope_ci`` (95 %, t quantile, the runs of every seed pooled), ``rate_tau`` (per τ, the
+    seeds' mean rate·τ: constant under the prediction), ``n_fitted`` of ``n_runs``."""
+
+    taus: np.ndarray
+    rates: np.ndarray          # (n_seeds, n_taus), NaN where not fitted
+    slope: float
+    slope_ci: tuple[float, float]
+    rate_tau: np.ndarray
+    n_fitted: int
+    n_runs: int
+
+
+def _loglog(taus, values, confidence: float):
+    """Pooled fit log(value) = p·log(1/τ) + c over the finite positive values: (p, (lo, hi),
+    n) with a t interval of n − 2 degrees of freedom (lo = hi = p when n = 2)."""
+    from scipy import stats
+
+    ok = np.isfinite(values) & (values > 0)
+    x = np.log(1.0 / np.broadcast_to(taus, values.shape)[ok])
+    y = np.log(values[ok])
+    n = int(ok.sum())
+    if n < 2 or np.ptp(x) <= 0:
+        return math.nan, (math.nan, math.nan), n
+    slope, icpt = np.polyfit(x, y, 1)
+    if n == 2:
+        return float(slope), (float(slope), float(slope)), n
+    resid = y - (slope * x + icpt)
+    se = math.sqrt(float((resid ** 2).sum()) / (n - 2) / float(((x - x.mean()) ** 2).sum()))
+    q = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
+    return float(slope), (float(slope - q * se), float(slope + q * se)), n
+
+
+def _grid(runs, value):
+    """(taus (T,), seeds, values (n_seeds, T)) with ``value(run)`` placed by seed and τ."""
+    taus = np.unique([r.tau for r in runs])
+    seeds = sorted({r.seed for r in runs})
+    out = np.full((len(seeds), taus.size), np.nan)
+    for r in runs:
+        out[seeds.index(r.seed), int(np.searchsorted(taus, r.tau))] = value(r)
+    return taus, seeds, out
+
+
+def rate_scaling(runs, measure: str = "contrast", confidence: float = 0.95
+                 ) -> TemperatureScaling:
+    """Fit log(rate) = p·log(1/τ) + c over the runs whose ``measure`` (``"contrast"``: |w|,
+    ``"aligned"``: A) grew log-linearly, pooled over seeds (the interval uses the t quantile
+    with n − 2 degrees of freedom: the seeds' runs are treated as independent)."""
+    runs = check.sequence_of("runs", runs, GrowthRun)
+    check.choice("measure", measure, MEASURES)
+    confidence = check.probability("confidence", confidence)
+    taus, _, rates = _grid(runs, lambda r: r.rate(measure))
+    slope, (lo, hi), n = _loglog(taus, rates, confidence)
+    ok = np.isfinite(rates) & (rates > 0)
+    with warnings.catch_warnings():          # a τ with no fitted run: NaN, said by n_fitted
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rate_tau = np.nanmean(np.where(ok, rates, np.nan) * taus, axis=0)
+    return TemperatureScaling(taus=taus, rates=rates, slope=float(slope),
+                              slope_ci=(float(lo), float(hi)), rate_tau=rate_tau,
+                              n_fitted=n, n_runs=len(runs))
+
+
+@dataclass(frozen=True)
+class StepScaling:
+    """The value of ``measure`` after ``step`` steps against 1/τ: ``values`` (n_seeds, n_taus),
+    ``slope`` of log value against log(1/τ) with ``slope_ci`` (as :func:`rate_scaling`).  Under
+    AdamW the router moves by about ``lr`` per coordinate and step whatever its gradient's
+    scale, so the slope is about 0; under SGD the 1/τ of the gradient makes it positive."""
+
+    taus: np.ndarray
+    values: np.ndarray
+    step: int
+    measure: str
+    slope: float
+    slope_ci: tuple[float, float]
+
+
+def step_scaling(runs, step: int, measure: str = "contrast", confidence: float = 0.95
+                 ) -> StepScaling:
+    """:class:`StepScaling` of the runs at ``step`` (every run must have reached it)."""
+    runs = check.sequence_of("runs", runs, GrowthRun)
+    check.choice("measure", measure, MEASURES)
+    shortest = min(r.aligned.size for r in runs) - 1
+    step = check.integer("step", step, low=1, high=shortest)
+    confidence = check.probability("confidence", confidence)
+    taus, _, values = _grid(runs, lambda r: (r.router_contrast if measure == "contrast"
+                                             else r.aligned)[step])
+    slope, ci, _ = _loglog(taus, values, confidence)
+    return StepScaling(taus=taus, values=values, step=step, measure=measure, slope=slope,
+                       slope_ci=ci)

@@ -578,3 +578,45 @@ def test_grid_environment_names_are_the_executors():
     from moe_routing.experiments.executor import ENV_EXECUTOR, ENV_WORKERS
 
     assert pipeline.GRID_ENV == (ENV_EXECUTOR, ENV_WORKERS)
+
+
+# --- runs_from: what the pipeline injects into a chapter that declares it ---------------------
+
+def declare_runs_from(project, name="beta"):
+    path = project.notebook_path(name)
+    path.write_text(path.read_text().replace(
+        "artifacts_dir = None\n", "artifacts_dir = None\nruns_from = []\n", 1).replace(
+        'print("value", n * 2)', 'print("value", n * 2)\nprint("runs_from", runs_from)'))
+
+
+def test_runs_from_is_injected_where_declared_and_never_shown_on_the_page(project):
+    declare_runs_from(project)
+    run_all(project)
+    bdir = project.build_dir("smoke")
+    executed = {n: nbformat.read(bdir / "executed" / f"{n}.ipynb", as_version=4)
+                for n in ("alpha", "beta")}
+    injected = {n: nb.metadata["papermill"]["parameters"] for n, nb in executed.items()}
+    assert "runs_from" not in injected["alpha"]               # not declared: not injected
+    assert injected["beta"]["runs_from"] == [
+        str(p.resolve()) for p in pl.run_folders(project, "smoke", "beta")]
+    assert pl.run_folders(project, "smoke", "beta") == [
+        bdir / "artifacts" / "beta", bdir / "failed" / "beta.artifacts", bdir / "artifacts" / "alpha"]
+    printed = "".join(o.get("text", "") for c in executed["beta"].cells for o in c.get("outputs", []))
+    assert str((bdir / "artifacts" / "alpha").resolve()) in printed
+    # the reader's notebook: no build path, an empty list instead
+    (project.book_dir / "_toc.yml").write_text(
+        "format: jb-book\nroot: chapters/alpha\nchapters:\n  - file: chapters/beta\n")
+    out = staging.stage(project, "smoke")
+    staged = nbformat.read(out / "chapters" / "beta.ipynb", as_version=4)
+    cell = next(c for c in staged.cells if "injected-parameters" in c.metadata.get("tags", []))
+    assert "runs_from = []" in cell.source and str(bdir) not in cell.source
+    ns: dict = {}
+    exec(cell.source, ns)
+    assert ns["runs_from"] == []
+
+
+def test_a_profile_cannot_set_runs_from(project):
+    declare_runs_from(project)
+    project.params_file("smoke").write_text("alpha:\n  n: 5\nbeta:\n  runs_from: [x]\n")
+    with pytest.raises(pl.PipelineError, match=r"beta\.runs_from is set by the pipeline"):
+        pl.validate(project, "smoke", "cpu")

@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import moe_routing.boundary as boundary
+from moe_routing.boundary.layer import layer_experiment, margin_constants, sine_feature
 from moe_routing.boundary.rates import RateCase, fit_rate
 import moe_routing.landscape as landscape
 from moe_routing.boundary import (
@@ -282,6 +283,7 @@ XF = np.geomspace(1e-2, 1.0, 5)
 SCORE = LAW2.score([1.0, 0.5], 0.2)
 GAP1 = risk_quad_1d(M1, LAW1, [0.05, 0.1, 0.2], n_gl=4)
 RATE1 = RateCase("c", GAP1, alpha=1.0, K=2, B=1.0, B_star=1.0, C_m=0.5)
+LAYER = layer_experiment([1], [0.5], 0.05, n_perp=4, n_lines=2, seed=0, progress=False)
 U2 = RNG.uniform(0.05, 0.95, (5, 2))   # points of the open unit cube
 
 CFG = ts.TeacherStudentConfig()
@@ -456,6 +458,13 @@ CASES = [
                          first=0.3),
          dict(name=Name(), gap=O, alpha=R, K=C, B=R, B_star=R, C_m=R, first=R)),
     Case(fit_rate, dict(case=RATE1), dict(case=O)),
+    Case(sine_feature, dict(d=2, rng=0), dict(d=C, rng=SEED)),
+    Case(sine_feature(2, 0).__call__, dict(x=X2), dict(x=Arr())),
+    Case(margin_constants, dict(b=0.5), dict(b=R)),
+    Case(layer_experiment, dict(dims=[1], biases=[0.5], tau=0.05, n_perp=4, n_lines=2, seed=0,
+                                progress=False),
+         dict(dims=Arr(), biases=Arr(), tau=R, n_perp=C, n_lines=C, seed=SEED, progress=B)),
+    Case(LAYER.constants_of, dict(b=0.5), dict(b=R)),
     Case(risk_layer_quadrature, dict(model=M2, law=LAW2, taus=[0.1], n_perp=4, rng=0, n_gl=4,
                                      layer=8.0, chunk=2, n_lines=2, k_fine=0),
          dict(model=O, law=O, taus=TAUS, n_perp=C, rng=SEED, n_gl=C, layer=R, chunk=C,
@@ -1008,7 +1017,10 @@ EXEMPT = {
     "moe_routing.boundary.estimates.JunctionCheck",
     "moe_routing.boundary.gamma.Minimiser", "moe_routing.boundary.mass.BoundaryMass",
     "moe_routing.boundary.risk.RiskGap", "moe_routing.boundary.rates.RateFit",
-    "moe_routing.boundary.rates.RateFit.row", "moe_routing.landscape.critical_points.CriticalPoint",
+    "moe_routing.boundary.rates.RateFit.row", "moe_routing.boundary.layer.LayerCell",
+    "moe_routing.boundary.layer.LayerCell.row", "moe_routing.boundary.layer.LayerExperiment",
+    "moe_routing.boundary.layer.LayerExperiment.frame", "moe_routing.boundary.layer.SineFeature",
+    "moe_routing.landscape.critical_points.CriticalPoint",
     "moe_routing.landscape.critical_points.SoftCriticalPoint",
     "moe_routing.landscape.multi_critical.MultiCriticalPoint",
     "moe_routing.landscape.symmetry_flow.FlowResult",

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from moe_routing.atomic import atomic_write_json, atomic_write_text
 
-from .pipeline import Project, notebook_key, output_checksums, read_state, verify_outputs
+from .pipeline import (Project, notebook_key, output_checksums, parameters_cell_names,
+                       read_state, run_folders, verify_outputs)
 
 
 # Cell timeout per profile (seconds): a hung cell fails its chapter with a clear message instead
@@ -129,6 +130,8 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
         nb = jupytext.read(project.notebook_path(name))
         injected = {**params, "profile": profile, "device": device,
                     "artifacts_dir": str(tmp_art.resolve())}
+        if "runs_from" in parameters_cell_names(project.notebook_path(name))[0]:
+            injected["runs_from"] = [str(p.resolve()) for p in run_folders(project, profile, name)]
         t0 = time.perf_counter()
         status, error = "ok", None
         sock_dir = tempfile.mkdtemp(prefix="moe-kernel-")       # private (0700)

@@ -51,6 +51,10 @@ from moe_routing.runtime import DEVICES, PROFILES
 from .keys import chapter_key, file_sha256
 
 INJECTED = ("profile", "device", "artifacts_dir")
+#: what the pipeline also injects into a chapter whose parameters cell declares it:
+#: ``runs_from``, the folders where cached training runs of this profile may already lie
+#: (:func:`run_folders`) -- the chapter reads runs back from them without knowing the layout
+INJECTED_IF_DECLARED = ("runs_from",)
 
 
 class PipelineError(Exception):
@@ -208,13 +212,13 @@ def load_params(project: Project, profile: str, _via: tuple = ()) -> dict[str, d
             data[name] = load_params(project, other, (*_via, profile))[name]
             continue
         allowed, _ = parameters_cell_names(project.notebook_path(name))
-        knobs = allowed - set(INJECTED)
+        knobs = allowed - set(INJECTED) - set(INJECTED_IF_DECLARED)
         inherit = block.pop(INHERIT, [])
         if not (isinstance(inherit, list) and all(isinstance(k, str) for k in inherit)):
             raise PipelineError(f"{rel}: {name}.{INHERIT} = {inherit!r} is not allowed; "
                                 "accepted: a list of parameter names")
         for k in [*block, *inherit]:
-            if k in INJECTED:
+            if k in INJECTED or k in INJECTED_IF_DECLARED:
                 raise PipelineError(f"{rel}: {name}.{k} is set by the pipeline; remove it")
             if k not in allowed:
                 raise PipelineError(f"{rel}: unknown parameter {name}.{k!r}; accepted: "
@@ -290,6 +294,17 @@ def validate(project: Project, profile: str, device: str,
 
 # --------------------------------------------------------------------------------------------
 # Content-addressed keys
+
+
+def run_folders(project: Project, profile: str, name: str) -> list[Path]:
+    """Where cached training runs of ``profile`` may lie for chapter ``name`` (``runs_from``):
+    its previous execution's artifacts, what its last failed attempt kept (runs are written as
+    each finishes), then every other chapter's artifacts (a chapter that trains the same
+    configurations, e.g. the bridge chapter's A-Fig. 2 runs, may have run first).  A run is
+    found by its key, so a folder that holds none of the chapter's runs costs one lookup."""
+    bdir = project.build_dir(profile)
+    others = [bdir / "artifacts" / n for n in project.notebook_names() if n != name]
+    return [bdir / "artifacts" / name, bdir / "failed" / f"{name}.artifacts", *others]
 
 
 def notebook_key(project: Project, name: str, params: dict, profile: str, device: str) -> str:

@@ -25,7 +25,8 @@ import yaml
 from moe_routing.atomic import atomic_write_bytes, atomic_write_text
 
 from .home import Home
-from .pipeline import INJECTED, PipelineError, Project, read_state, verify_outputs
+from .pipeline import (INJECTED, INJECTED_IF_DECLARED, PipelineError, Project, read_state,
+                       verify_outputs)
 
 # --------------------------------------------------------------------------------------------
 # The reader's notebook
@@ -147,8 +148,9 @@ def reader_notebook(nb, name: str, profile: str, book_home=None,
     import nbformat
 
     prov = nb.metadata.get("moe_routing", {})
-    params = {k: v for k, v in nb.metadata.get("papermill", {}).get("parameters", {}).items()
-              if k not in INJECTED}
+    executed = nb.metadata.get("papermill", {}).get("parameters", {})
+    params = {k: v for k, v in executed.items()
+              if k not in INJECTED and k not in INJECTED_IF_DECLARED}
     for cell in nb.cells:
         tags = cell.setdefault("metadata", {}).setdefault("tags", [])
         if "parameters" in tags and "remove-cell" not in tags:
@@ -160,6 +162,8 @@ def reader_notebook(nb, name: str, profile: str, book_home=None,
                      f"device = \"auto\"  # executed on {prov.get('device', '?')}: "
                      f"{prov.get('device_name', '?')}",
                      f"artifacts_dir = \"artifacts/{name}\"  # results, beside this notebook"]
+            if "runs_from" in executed:
+                lines.append("runs_from = []  # other executions' runs: none beside this notebook")
             lines += [f"{k} = {v!r}" for k, v in params.items()]
             cell.source = "\n".join(lines)
             if "remove-input" not in tags and "hide-input" not in tags:

@@ -10,6 +10,7 @@ Modules, named after the paper's concepts:
 * :mod:`.regression` — the MoE regression model: experts, teacher, router and how gates mix;
 * :mod:`.risk` — soft / hard risks of MoE regression, the gap L_τ − L_0, bound and first order;
 * :mod:`.rates` — one margin law's measured gap against τ: fitted slope, bound and their ratio;
+* :mod:`.layer` — the layer, not the dimension (ours): one interface's gap in d dimensions;
 * :mod:`.gamma` — Γ-convergence on a compact family and the counter-example without margin control;
 * :mod:`.estimates` — a predicted law C·w^α (or a sharp K > 2 constant) confronted with Monte
   Carlo: the measurement the boundary-mass chapter repeats;
@@ -30,6 +31,8 @@ from .fits import (InterfaceConstantFit, LogLogFit, bootstrap_bm_fit, fit_interf
 from .gamma import Minimiser, ThresholdFamily, box_qp
 from .laws import GaussianLaw, InputLaw, UniformBox, VanishingDensityLaw, support_1d
 from .margin import gate_gap_bound, hard_gates, soft_gates, top_two_margin
+from .layer import (LayerCell, LayerExperiment, SineFeature, layer_experiment,
+                    margin_constants, sine_feature)
 from .mass import (BoundaryMass, boundary_mass_from_margins, boundary_mass_linear_gaussian,
                    boundary_mass_mc, logit_sampler, pairwise_union_bound, sample_margins,
                    slab_mass_linear_gaussian, tail_constant, wilson_interval)
@@ -41,17 +44,19 @@ from .routers import BinaryRouter, LinearRouter, PowerRouter, Router, SphereRout
 
 __all__ = [
     "BinaryRouter", "BoundaryMass", "ConstantExperts", "FunctionExperts", "GaussianLaw",
-    "InputLaw", "InterfaceConstantFit", "JunctionCheck", "JunctionConstants", "LinearRouter",
+    "InputLaw", "InterfaceConstantFit", "JunctionCheck", "JunctionConstants", "LayerCell",
+    "LayerExperiment", "LinearRouter",
     "LogLogFit", "Minimiser", "MoERegression", "PowerLawCheck", "PowerRouter", "RateCase",
-    "RateFit", "RiskGap",
+    "RateFit", "RiskGap", "SineFeature",
     "Router", "SphereRouter", "SurfaceIntegral", "TanhExperts", "Teacher", "ThresholdFamily",
     "UniformBox", "VanishingDensityLaw", "bootstrap_bm_fit", "boundary_mass_from_margins",
     "boundary_mass_linear_gaussian", "boundary_mass_mc", "box_qp", "check_junction_constant",
     "check_power_law", "coarea_constant", "first_order_constant", "first_order_integrand",
     "fit_interface_constant", "fit_loglog", "fit_rate", "gate_gap_bound", "hard_gates",
-    "junction_free_constants", "linear_gaussian_constant", "logit_sampler",
+    "junction_free_constants", "layer_experiment", "linear_gaussian_constant", "logit_sampler",
+    "margin_constants",
     "pairwise_union_bound", "risk_bound", "risk_layer_quadrature", "risk_mc", "risk_polar_2d",
     "risk_quad_1d", "sample_margins", "simultaneous_confidence", "slab_mass_linear_gaussian",
-    "soft_gates", "sphere_constant", "support_1d", "tail_constant", "top_two_margin",
+    "sine_feature", "soft_gates", "sphere_constant", "support_1d", "tail_constant", "top_two_margin",
     "variance_shares", "widths_for", "wilson_interval",
 ]

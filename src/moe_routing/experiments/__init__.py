@@ -10,7 +10,8 @@ grid); a run's configuration and cache key in ``config``, its data and measureme
 ``power`` — the verdict rules fed deliberately broken models.
 ``executor`` — where a grid's runs go: worker processes on this machine or a Ray cluster; its
 backends in ``executor_local``, ``executor_ray`` and ``executor_slurm``, what they share in
-``executor_tasks``.
+``executor_tasks``.  ``grid`` — the one grid runner (cached results first, the rest to the
+executor); ``session`` — a chapter's grids for its whole execution (``GridSession``).
 ``bridge`` — paper B's quantities (margins, boundary mass, soft-to-hard gap and its bound)
 measured on the trained routers of ``task_routing`` (ours).
 ``two_hop`` — one- and two-layer MoEs trained on single-hop facts and their two-hop

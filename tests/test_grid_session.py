@@ -1,0 +1,84 @@
+"""A chapter's training session (moe_routing.experiments.session): its choices are checked
+before anything trains, its grids read cached runs back from the folders the pipeline injects,
+its progress lines reach stderr while it is open and stop when it closes."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+import torch
+
+from moe_routing.experiments import executor as ex
+from moe_routing.experiments import grid_configs
+from moe_routing.experiments import task_routing as tr
+from moe_routing.experiments.session import GridSession, cpu_seconds
+
+pytestmark = pytest.mark.kernels
+
+TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
+            batch_size=32, warmup_steps=2, steps=6)
+CFGS = grid_configs([2], [2], ["ce", "ce+router"], **TINY)
+
+
+@pytest.fixture(autouse=True)
+def one_thread_no_env(monkeypatch):
+    for var in (ex.ENV_EXECUTOR, ex.ENV_WORKERS, "RAY_ADDRESS"):
+        monkeypatch.delenv(var, raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(executor="bogus"), r"executor = 'bogus'"),
+    (dict(workers=0), r"workers = 0"),
+    (dict(runs_from="build/artifacts/training"), r"runs_from = 'build/artifacts/training'.*"
+                                                 r"a sequence of folders"),
+    (dict(runs_from=[""]), r"runs_from\[0\] = ''.*a folder path"),
+    (dict(runs_from=[3]), r"runs_from\[0\] = 3.*a folder path"),
+])
+def test_a_bad_choice_is_refused_before_anything_runs(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GridSession(**kwargs)
+
+
+def test_runs_are_read_back_from_the_injected_folders_and_nothing_retrains(tmp_path,
+                                                                          monkeypatch):
+    first = tmp_path / "artifacts" / "training"
+    with GridSession(workers=1) as s:
+        trained = s.run_grid(CFGS, first)
+    assert not any(r["cached"] for r in trained)
+
+    def boom(*_a, **_k):
+        raise AssertionError("a cached run was trained again")
+
+    monkeypatch.setattr(tr, "run_experiment", boom)
+    again = tmp_path / "artifacts" / ".training.tmp-1"
+    missing = tmp_path / "artifacts" / "never-written"
+    with GridSession(workers=1, runs_from=[missing, again, first]) as s:
+        rows = s.run_grid(CFGS, again)            # its own folder among runs_from is skipped
+    assert all(r["cached"] for r in rows)
+    assert [r["key"] for r in rows] == [r["key"] for r in trained]
+    assert all(tr.result_path(c, again).is_file() for c in CFGS)   # copied into the new folder
+    # without the folders, the same grid would train (and here fail)
+    with GridSession(workers=1) as s, pytest.raises(ex.GridError, match="trained again"):
+        s.run_grid(CFGS, tmp_path / "elsewhere")
+
+
+def test_progress_lines_while_open_and_the_times_at_close(capsys):
+    s = GridSession(workers=1)
+    logger = logging.getLogger(ex.__name__)
+    logger.info("grid: a progress line")
+    t0 = time.perf_counter()
+    wall, cpu = s.close()
+    assert 0 <= wall and 0 <= cpu and wall <= time.perf_counter() - t0 + 60
+    logger.info("grid: after the session")
+    err = capsys.readouterr().err
+    assert "grid: a progress line" in err and "after the session" not in err
+    assert s.close()[0] >= wall                        # closing twice is harmless
+    with pytest.raises(ValueError, match="session = 'closed'.*an open GridSession"):
+        s.run_grid(CFGS, None)
+    assert cpu_seconds() > 0

@@ -10,6 +10,8 @@ from moe_routing.boundary import (FunctionExperts, GaussianLaw, LinearRouter, Mo
                                   layer_experiment, margin_constants, risk_bound,
                                   risk_layer_quadrature, sine_feature, tail_constant)
 
+pytestmark = pytest.mark.kernels
+
 SMALL = dict(n_perp=40, n_lines=2, seed=3, progress=False)
 
 

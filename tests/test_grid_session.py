@@ -15,8 +15,6 @@ from moe_routing.experiments import grid_configs
 from moe_routing.experiments import task_routing as tr
 from moe_routing.experiments.session import GridSession, cpu_seconds
 
-pytestmark = pytest.mark.kernels
-
 TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
             batch_size=32, warmup_steps=2, steps=6)
 CFGS = grid_configs([2], [2], ["ce", "ce+router"], **TINY)

@@ -254,6 +254,33 @@ def test_closed_form_derivatives_equal_autograd(teacher):
         assert np.abs(fast.grad(phi, tau)[3] - g_b).max() <= 1e-10 * max(1.0, np.abs(g_b).max())
 
 
+def test_closed_form_blocks_add_up_to_the_whole_sample(monkeypatch):
+    """The closed form runs over the sample in blocks of ``_BLOCK`` points (the samples above
+    fit in one): with blocks of 300 points (a last, short block too) the value, gradient and
+    Hessian are still the autograd ones, and the cell masses are the gates' means."""
+    from moe_routing.landscape import profiled
+
+    monkeypatch.setattr(profiled, "_BLOCK", 300)
+    t = mr.four_region_space()
+    fast = ProfiledObjective(t, 2 ** 11, seed=3)
+    ref = ProfiledObjective(t, 2 ** 11, seed=3, derivatives="autograd")
+    assert len(fast._blocks()) == 7 and fast._blocks()[-1] == slice(1800, 2048)
+    phi = mc.start_routers(fast, 4, 0, 0.3)
+    for tau in (0.3, 0.01):
+        _, _, v_a, g_a, H_a = fast.grad_hess(phi, tau)
+        _, _, v_b, g_b, H_b = ref.grad_hess(phi, tau)
+        assert np.abs(v_a - v_b).max() <= 1e-12
+        assert np.abs(g_a - g_b).max() <= 1e-10 * max(1.0, np.abs(g_b).max())
+        assert np.abs(H_a - H_b).max() <= 1e-10 * max(1.0, np.abs(H_b).max())
+        mass = mf.gates(fast.X, torch.as_tensor(phi), tau, t.K).mean(1).numpy()
+        assert np.abs(fast.cell_masses(phi, tau) - mass).max() <= 1e-14
+    # a block left out is seen: the sums must cover every point
+    whole = ProfiledObjective._blocks
+    monkeypatch.setattr(ProfiledObjective, "_blocks", lambda self: whole(self)[:-1])
+    H_c = fast.grad_hess(phi, 0.3)[4]
+    assert np.abs(H_c - ref.grad_hess(phi, 0.3)[4]).max() > 1e-6
+
+
 def test_closed_form_hessian_without_the_curvature_term_fails(monkeypatch):
     """Dropping the retraction's curvature term (the one place where the chart is not linear:
     it enters through the sphere's radius) breaks the agreement: the test above can fail."""

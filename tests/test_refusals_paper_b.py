@@ -616,6 +616,7 @@ CASES = [
     Case(ProfiledObjective, dict(teacher=T3, n=32, seed=1, chunk=4, derivatives="autograd"),
          dict(teacher=O, n=C, seed=C, chunk=C, derivatives=Choice())),
     Case(OBJ.value, dict(phi=STARTS3, tau=0.2), dict(phi=Arr(), tau=R)),
+    Case(OBJ.cell_masses, dict(phi=STARTS3, tau=0.2), dict(phi=Arr(), tau=R)),
     Case(mc.search_teacher, dict(name="t", teacher=T3, n=64, seed=1, taus=[0.2], eval_n=64,
                                  n_starts=2, saddles=True, descent_steps=2, grad_norm_steps=1,
                                  newton_steps=1, continuation_steps=1, n_guide=32,

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-import torch
 
 from .. import validation as check
 from .multi_region import chart_points, normalise, relabel_all
@@ -185,11 +184,8 @@ class MultiRegionChart:
             m = (obj.K - 1) * obj.d
 
             def alive(phi):
-                from .multi_fit import gates
-
-                with torch.no_grad():
-                    mass = gates(obj.X, torch.as_tensor(phi), tau, obj.K).mean(1).min(1).values
-                return (mass.numpy() >= min_cell_mass) & (np.abs(phi[:, m:]).max(1) <= e_max)
+                mass = obj.cell_masses(phi, tau).min(1)
+                return (mass >= min_cell_mass) & (np.abs(phi[:, m:]).max(1) <= e_max)
 
         def at(phi):
             phi, T, v, g, H = obj.grad_hess(phi, tau)

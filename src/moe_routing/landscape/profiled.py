@@ -40,14 +40,15 @@ import torch
 
 from .. import validation as check
 from .common import features, sobol_normal
-from .multi_fit import _sample_moments, soft_refit, soft_risk
+from .multi_fit import RIDGE, _gram_index, _sample_moments, soft_refit, soft_risk
 from .multi_region import (MultiRegionTeacher, chart_dim, chart_points, chart_radius, helmert,
-                           normalise, retract, tangent_basis)
+                           logits_from_phi, normalise, retract, tangent_basis)
 
 #: how :class:`ProfiledObjective` differentiates ``L̄_τ``
 DERIVATIVES = ("closed_form", "autograd")
 
-_CLOSED_FORM_ELEMENTS = 2 ** 23   # per chunk: S·n·K² doubles of per-point matrices (64 MiB)
+_CLOSED_FORM_ELEMENTS = 2 ** 23   # per chunk of routers: S·n·K doubles of gates (64 MiB)
+_BLOCK = 2 ** 14                  # sample points per block of the closed form's passes
 
 
 @lru_cache(maxsize=16)
@@ -92,6 +93,10 @@ class ProfiledObjective:
         self.noise_var = teacher.noise_std ** 2
         self.chunk = int(chunk)
         self.D = chart_dim(self.K, self.d)
+        Xt = features(self.X)
+        # the sample as rows, for the closed form's blocked passes: Xᵀ (d, n), x̃ᵀ (p, n), x̃ (n, p)
+        self._rows = (self.X.T.contiguous(), Xt.T.contiguous(), Xt)
+        self._f2 = (self.fstar ** 2).mean()
 
     def value(self, phi, tau: float) -> np.ndarray:
         """``L̄_τ`` (noise included) at routers (S, M) → (S,)."""
@@ -139,29 +144,103 @@ class ProfiledObjective:
             out.append(torch.cat(hess).numpy())
         return (phi, T, *out)
 
+    def cell_masses(self, phi, tau: float) -> np.ndarray:
+        """Mean gate of every cell, ``E[π_k]`` on the sample, at routers (S, M) → (S, K): what
+        the search's domain check needs, without storing the gates."""
+        tau = check.temperature("tau", tau)
+        phi = torch.as_tensor(chart_points(phi, self.K, self.d, name="phi"))
+        with torch.no_grad():
+            W, b = logits_from_phi(phi, self.K, self.d)
+            mass = torch.zeros(len(phi), self.K, dtype=torch.float64)
+            for sl in self._blocks():
+                mass += self._gate_block(W, b, tau, sl).sum(2)
+        return (mass / len(self.X)).numpy()
+
+    def _blocks(self):
+        n = len(self.X)
+        return [slice(n0, min(n, n0 + _BLOCK)) for n0 in range(0, n, _BLOCK)]
+
+    def _gate_block(self, W, b, tau: float, sl: slice) -> torch.Tensor:
+        """Gates of S routers on the sample points ``sl``, cells along dim 1: (S, K, nb)."""
+        A = W @ self._rows[0][:, sl]                                        # (S, K, nb)
+        A += b[:, :, None]
+        A /= tau
+        return torch.softmax(A, dim=1)
+
+    def _refit_rows(self, ph: torch.Tensor, tau: float):
+        """The refit of :func:`.multi_fit.soft_refit` (same normal equations, same ridge) for
+        routers ph (S, M), accumulated block by block over the sample with the cells along
+        dim 1: ``(P (S, K, n), G (S, K·p, K·p) ridged, theta (S, K, p), risk (S,))``."""
+        K, p, n = self.K, self.d + 1, len(self.X)
+        Q, _, XF = self.moments
+        pairs = [(i, j) for i in range(K) for j in range(i, K)]
+        W, b = logits_from_phi(ph, K, self.d)
+        S = len(ph)
+        P = torch.empty(S, K, n, dtype=torch.float64)
+        Gu = torch.zeros(S, len(pairs), Q.shape[1], dtype=torch.float64)
+        c = torch.zeros(S, K, p, dtype=torch.float64)
+        PP = torch.empty(S, len(pairs), min(_BLOCK, n), dtype=torch.float64)
+        for sl in self._blocks():
+            nb = sl.stop - sl.start
+            Pb = P[:, :, sl] = self._gate_block(W, b, tau, sl)
+            for r, (i, j) in enumerate(pairs):                              # gate products
+                torch.mul(Pb[:, i], Pb[:, j], out=PP[:, r, :nb])
+            Gu += PP[:, :, :nb] @ Q[sl]                                     # (S, pairs, p(p+1)/2)
+            c += Pb @ XF[sl]                                                # (S, K, p)
+        G = (Gu / n).reshape(S, -1)[:, _gram_index(K, p)].reshape(S, K * p, K * p)
+        G = G + RIDGE * torch.eye(K * p, dtype=torch.float64)
+        c = (c / n).reshape(S, K * p)
+        theta = torch.linalg.solve(G, c[..., None])[..., 0]                 # (S, K·p)
+        risk = self._f2 - (c * theta).sum(-1)
+        return P, G, theta.reshape(S, K, p), risk
+
     @torch.no_grad()
     def _closed_form(self, phi: np.ndarray, T: np.ndarray, tau: float, order: int):
         """Value (S,), local gradient (S, D) and, for ``order`` 2, local Hessian (S, D, D) (else
-        None) by the envelope / Schur-complement formulas of the module docstring."""
+        None) by the envelope / Schur-complement formulas of the module docstring.
+
+        Two passes over the sample in blocks of ``_BLOCK`` points, the cells (or cell pairs)
+        along dim 1 so that every per-point operation runs on long contiguous rows: the refit
+        (:meth:`_refit_rows`), then the per-point derivative terms, accumulated against the
+        feature products block by block (the intermediates of a block stay in cache)."""
         K, d, n = self.K, self.d, self.X.shape[0]
         p, m = d + 1, (K - 1) * d
         Hk = torch.tensor(helmert(K), dtype=torch.float64)                  # (K, K−1)
-        Xt = features(self.X)                                               # (n, p)
+        HkT = Hk.T.contiguous()                                             # (K−1, K)
+        HHT = (Hk[:, :, None] * Hk[:, None, :]).reshape(K, -1).T.contiguous()   # ((K−1)², K)
+        _, XtT, Xt = self._rows                                             # (p, n), (n, p)
         Q = self.moments[0]                                                 # (n, p(p+1)/2)
         inv = torch.as_tensor(np.argsort(_phi_order(K, d)))                 # vec Φ → φ order
-        step = max(1, min(self.chunk, _CLOSED_FORM_ELEMENTS // (n * K * K)))
+        step = max(1, min(self.chunk, _CLOSED_FORM_ELEMENTS // (n * K)))
         vals, grads, hess = [], [], []
         for s0 in range(0, len(phi), step):
             ph = torch.as_tensor(phi[s0:s0 + step])
             S = len(ph)
-            theta, risk, P, G = soft_refit(ph, tau, self.X, self.fstar, K, moments=self.moments,
-                                           return_gram=True)
-            F = torch.einsum("np,skp->snk", Xt, theta)                      # (S, n, K)
-            mix = (P * F).sum(-1, keepdim=True)                             # (S, n, 1)
-            r = self.fstar[None, :, None] - mix                             # (S, n, 1)
-            q = P * (F - mix)                                               # (S, n, K)
-            da = (-2.0 / tau) * r * q                                       # (S, n, K)
-            gPhi = Hk.T @ (da.transpose(1, 2) @ Xt) / n                     # (S, K−1, p)
+            P, G, theta, risk = self._refit_rows(ph, tau)
+            g_acc = torch.zeros(S, K, p, dtype=torch.float64)               # Σ r q x̃ᵀ
+            UA = torch.zeros(S, (K - 1) ** 2, Q.shape[1], dtype=torch.float64)
+            UB = torch.zeros(S, (K - 1) * K, Q.shape[1], dtype=torch.float64)
+            for sl in self._blocks():
+                nb = sl.stop - sl.start
+                Pb = P[:, :, sl]                                            # (S, K, nb)
+                F = theta @ XtT[:, sl]                                      # (S, K, nb)
+                mix = (Pb * F).sum(1, keepdim=True)                         # (S, 1, nb)
+                r = self.fstar[sl] - mix                                    # (S, 1, nb)
+                q = Pb * (F - mix)                                          # (S, K, nb)
+                g_acc += (r * q) @ Xt[sl]
+                if order < 2:
+                    continue
+                # ∂²_aa and ∂²_{aθ} (without the x̃ factor), already through the Helmert
+                # basis: Hᵀ(q qᵀ − r(diag q − q πᵀ − π qᵀ))H and Hᵀ[π_k (q_j − r(δ_jk − π_j))]_jk,
+                # built from K−1-vectors so that no per-point K×K matrix is formed
+                hq, hp = HkT @ q, HkT @ Pb                                  # (S, K−1, nb)
+                outer = hq[:, :, None] * hq[:, None, :] + r[:, None] * (
+                    hq[:, :, None] * hp[:, None, :] + hp[:, :, None] * hq[:, None, :])
+                UA += (outer.reshape(S, -1, nb) - r * (HHT @ q)) @ Q[sl]
+                HB = Pb[:, None] * ((hq + r * hp)[:, :, None]
+                                    - r[:, None] * HkT[None, :, :, None])   # (S, K−1, K, nb)
+                UB += HB.reshape(S, -1, nb) @ Q[sl]
+            gPhi = (-2.0 / tau) * (HkT @ g_acc) / n                         # (S, K−1, p)
             g_phi = gPhi.reshape(S, -1)[:, inv]                              # (S, M) in φ order
             vals.append(risk + self.noise_var)
             Tt = torch.as_tensor(T[s0:s0 + step])                           # (S, m, m−1)
@@ -169,19 +248,8 @@ class ProfiledObjective:
             grads.append(g_loc)
             if order < 2:
                 continue
-            # ∂²_aa and ∂²_{aθ} (without the x̃ factor), already through the Helmert basis:
-            # Hᵀ(q qᵀ − r(diag q − q πᵀ − π qᵀ))H and Hᵀ[π_k (q_j − r(δ_jk − π_j))]_jk, built
-            # from K−1-vectors so that no per-point K×K matrix is formed
-            hq, hp = q @ Hk, P @ Hk                                         # (S, n, K−1)
-            HH = (Hk[:, :, None] * Hk[:, None, :]).reshape(K, -1)           # (K, (K−1)²)
-            outer = hq[..., :, None] * hq[..., None, :] + r[..., None] * (
-                hq[..., :, None] * hp[..., None, :] + hp[..., :, None] * hq[..., None, :])
-            HA = (2.0 / tau ** 2) * (outer.reshape(S, n, -1) - r * (q @ HH))
-            HB = (2.0 / tau) * P[..., None, :] * ((hq + r * hp)[..., :, None]
-                                                  - r[..., None] * Hk.T)   # (S, n, K−1, K)
-            HB = HB.reshape(S, n, -1)
-            U = torch.cat([HA, HB], 2).transpose(1, 2) @ Q / n              # (S, ·, p(p+1)/2)
             c2 = (K - 1) ** 2
+            U = torch.cat([(2.0 / tau ** 2) * UA, (2.0 / tau) * UB], 1) / n   # (S, ·, p(p+1)/2)
             Hpp = _full_sym(U[:, :c2], p).reshape(S, K - 1, K - 1, p, p)    # [a, b, i, j]
             Hpp = Hpp.permute(0, 1, 3, 2, 4).reshape(S, (K - 1) * p, (K - 1) * p)
             Hpt = _full_sym(U[:, c2:], p).reshape(S, K - 1, K, p, p)        # [a, k, i, j]

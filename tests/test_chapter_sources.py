@@ -204,3 +204,40 @@ def test_the_bridge_measures_the_training_chapters_models(profile):
     differ = {k: (bridge.get(k), training.get(k)) for k in BRIDGE_SHARED
               if bridge.get(k) != training.get(k)}
     assert differ == {}
+
+
+def papermill_unparsed(source: str) -> list[str]:
+    """The lines of a parameters cell that papermill cannot read: it splits a line at its one
+    ``=`` (a second one, even in a comment, makes it log "Unable to parse line" and then call
+    the injected value an unknown parameter in the chapter's log)."""
+    import logging
+
+    from nbformat.v4 import new_code_cell
+    from papermill.translators import PythonTranslator
+
+    seen: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    logger, handler = logging.getLogger("papermill"), Catch()
+    logger.addHandler(handler)
+    try:
+        PythonTranslator.inspect(new_code_cell(source))
+    finally:
+        logger.removeHandler(handler)
+    return [m for m in seen if m.startswith("Unable to parse")]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_papermill_reads_every_parameter_line(path):
+    from moe_book.pipeline import parameters_cell_names
+
+    assert papermill_unparsed(parameters_cell_names(path)[1]) == []
+
+
+def test_papermill_check_sees_a_second_equals_sign():
+    """The check above can fail: a comment with an ``=`` is what broke two chapters' logs."""
+    assert papermill_unparsed("n = 4                # size = n\n") != []
+    assert papermill_unparsed("n = 4                # size of n\n") == []

@@ -80,3 +80,25 @@ def test_progress_lines_while_open_and_the_times_at_close(capsys):
     with pytest.raises(ValueError, match="session = 'closed'.*an open GridSession"):
         s.run_grid(CFGS, None)
     assert cpu_seconds() > 0
+
+
+def test_another_grid_runner_gets_the_sessions_backend_and_progress_lines(capsys):
+    """run_with hands any grid runner (the two-hop chapter's) the session's workers and
+    executor, and what the executor logs while it runs reaches stderr."""
+    seen = {}
+
+    def grid(configs, artifacts_dir, *, profile, progress, workers, executor):
+        seen.update(configs=configs, artifacts_dir=artifacts_dir, profile=profile,
+                    progress=progress, workers=workers, executor=executor)
+        logging.getLogger(ex.__name__).info("grid: run 1 of 1 done")
+        return [{"key": "k"}]
+
+    with GridSession(workers=1) as s:
+        assert s.run_with(grid, ["cfg"], "here", profile="default") == [{"key": "k"}]
+        with pytest.raises(ValueError, match="grid = 3"):
+            s.run_with(3, ["cfg"], "here")
+    assert seen == dict(configs=["cfg"], artifacts_dir="here", profile="default",
+                        progress=False, workers=1, executor="local")
+    assert "grid: run 1 of 1 done" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="session = 'closed'"):
+        s.run_with(grid, ["cfg"], "here")

@@ -548,7 +548,7 @@ def test_a_grid_backend_without_its_package_is_refused_before_anything_runs(exec
 
 def test_book_runs_the_grid_chapters_first_and_alone():
     """`make book` runs GRID_NOTEBOOKS (they use every core) before the others, which it runs
-    BOOK_JOBS at a time: every name there is a chapter, and every chapter with a `workers`
+    BOOK_JOBS at a time, longest first: every name there is a chapter, and every chapter with a `workers`
     knob (a grid of training runs) is among them."""
     import re
 
@@ -566,8 +566,16 @@ def test_book_runs_the_grid_chapters_first_and_alone():
     recipe = makefile[makefile.index("\nbook:"):].split("\n\n")[0]
     first = recipe.index('NOTEBOOKS="$(filter $(GRID_NOTEBOOKS),$(ALL_NOTEBOOKS))"')
     second = recipe.index('-j$(BOOK_JOBS)')
-    assert first < second < recipe.index('NOTEBOOKS="$(filter-out $(GRID_NOTEBOOKS),')
+    assert first < second < recipe.index('NOTEBOOKS="$(strip $(THEORY_NOTEBOOKS))"')
     assert "$(ONE_THREAD)" in recipe[first:second + 40]     # one thread per chapter beside another
+    # the second phase: every other chapter exactly once, the longest first
+    import subprocess
+
+    theory = subprocess.run(["make", "-s", "--no-print-directory", "print-theory-notebooks"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(theory) == sorted(chapters - set(grid)), theory
+    longest = re.search(r"^LONGEST_FIRST\s*:=\s*(.*)$", makefile, re.M).group(1).split()
+    assert longest and set(longest) <= set(theory) and theory[:len(longest)] == longest
 
 
 def test_grid_environment_names_are_the_executors():

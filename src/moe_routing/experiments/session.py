@@ -1,15 +1,16 @@
 """A chapter's training session: every grid a chapter trains, run one way for its whole
 execution.
 
-The training chapter trains three grids (A-Fig. 2, the accuracy grid, the broken variants) and
-wants the same things for all of them: where the runs go, checked before anything is trained
-(:func:`~.executor.plan`); one progress line per finished run on stderr (the pipeline's chapter
-log keeps stderr, the book's pages drop it); one Ray session shared by the grids (its start-up
-costs seconds) and closed at the end; the folders cached runs are read back from (the pipeline
-injects them as ``runs_from``: the chapter's previous execution, a failed attempt, the bridge
-chapter's runs); and the wall and CPU time of the whole, workers included.  A
-:class:`GridSession` holds them, so the chapter calls :meth:`GridSession.run_grid` and keeps
-no plumbing of its own.  Not part of any cache key: it never changes a result.
+The training chapter trains three grids (A-Fig. 2, the accuracy grid, the broken variants),
+the two-hop chapter one of its own (:meth:`GridSession.run_with`); all of them want: where the
+runs go, checked before anything is trained (:func:`~.executor.plan`); one progress line per
+finished run on stderr (the pipeline's chapter log keeps stderr, the book's pages drop it); one
+Ray session shared by the grids (its start-up costs seconds) and closed at the end; the folders
+cached runs are read back from (the pipeline injects them as ``runs_from``: the chapter's
+previous execution, a failed attempt, the bridge chapter's runs); and the wall and CPU time of
+the whole, workers included.  A :class:`GridSession` holds them, so the chapter calls
+:meth:`GridSession.run_grid` and keeps no plumbing of its own.  Not part of any cache key: it
+never changes a result.
 """
 
 from __future__ import annotations
@@ -84,6 +85,16 @@ class GridSession:
         reuse = [f for f in self.runs_from if f.is_dir() and f.resolve() != here]
         return run_grid(configs, artifacts_dir, profile=profile, reuse_from=reuse,
                         progress=False, workers=self.plan.workers, executor=self.plan.executor)
+
+    def run_with(self, grid, configs, artifacts_dir, profile: str = "smoke") -> list[dict]:
+        """Another grid runner of the library on this session's backend, with its progress
+        lines: ``grid`` takes ``(configs, artifacts_dir, profile=, progress=, workers=,
+        executor=)``, as :func:`~.two_hop.run_two_hop_grid` does (the two-hop chapter's grid;
+        it reads cached runs from ``artifacts_dir`` only)."""
+        check.require(not self.closed, "session", "closed", "an open GridSession")
+        grid = check.function("grid", grid)
+        return grid(configs, artifacts_dir, profile=profile, progress=False,
+                    workers=self.plan.workers, executor=self.plan.executor)
 
     def close(self) -> tuple[float, float]:
         """End the session: ``(wall seconds, CPU seconds)`` since it started."""

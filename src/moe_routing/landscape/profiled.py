@@ -72,6 +72,44 @@ def _full_sym(U: torch.Tensor, p: int) -> torch.Tensor:
     return out
 
 
+def _local_gradient(gPhi: torch.Tensor, Tt: torch.Tensor, K: int, d: int):
+    """The gradient in ``Φ = [V | e]`` order (S, K−1, p) → ``(g_phi (S, M) in φ order, local
+    gradient (S, D))`` through the tangent bases ``Tt`` (S, m, m−1)."""
+    m = (K - 1) * d
+    g_phi = gPhi.reshape(len(gPhi), -1)[:, torch.as_tensor(np.argsort(_phi_order(K, d)))]
+    return g_phi, torch.cat([torch.einsum("sm,smj->sj", g_phi[:, :m], Tt), g_phi[:, m:]], 1)
+
+
+def _local_hessian(U: torch.Tensor, G: torch.Tensor, g_phi: torch.Tensor, ph: torch.Tensor,
+                  Tt: torch.Tensor, K: int, d: int) -> torch.Tensor:
+    """The profiled Hessian in local coordinates from the sample averages of the closed form.
+
+    ``U`` (S, (K−1)² + (K−1)K, p(p+1)/2): the ∂²_aa rows then the ∂²_{aθ} rows, each averaged
+    against the distinct feature products; ``G`` (S, K·p, K·p): the refit's ridged Gram matrix;
+    ``g_phi`` (S, M): the gradient in φ order; ``ph`` (S, M): the routers; ``Tt`` (S, m, m−1):
+    their tangent bases.  Returns (S, D, D), symmetrised: the Schur complement of ``L_θθ = 2G``,
+    through the chart (``J = blockdiag(T, I)``) with the sphere's curvature term."""
+    S, p, m = len(U), d + 1, (K - 1) * d
+    inv = torch.as_tensor(np.argsort(_phi_order(K, d)))                 # vec Φ → φ order
+    c2 = (K - 1) ** 2
+    Hpp = _full_sym(U[:, :c2], p).reshape(S, K - 1, K - 1, p, p)        # [a, b, i, j]
+    Hpp = Hpp.permute(0, 1, 3, 2, 4).reshape(S, (K - 1) * p, (K - 1) * p)
+    Hpt = _full_sym(U[:, c2:], p).reshape(S, K - 1, K, p, p)            # [a, k, i, j]
+    Hpt = Hpt.permute(0, 1, 3, 2, 4).reshape(S, (K - 1) * p, K * p)
+    # profiled: Schur complement of L_θθ = 2 G (G ridged, as in the refit)
+    Hbar = Hpp - 0.5 * Hpt @ torch.linalg.solve(G, Hpt.transpose(1, 2))
+    Hphi = Hbar[:, inv][:, :, inv]                                      # (S, M, M) φ order
+    # local coordinates: J = blockdiag(T, I); the sphere's curvature term
+    D = chart_dim(K, d)
+    J = torch.zeros(S, (K - 1) * p, D, dtype=torch.float64)
+    J[:, :m, :m - 1] = Tt
+    J[:, m:, m - 1:] = torch.eye(K - 1, dtype=torch.float64)
+    Hl = J.transpose(1, 2) @ Hphi @ J
+    curv = (g_phi[:, :m] * ph[:, :m]).sum(1) / chart_radius(K) ** 2      # (S,)
+    Hl[:, :m - 1, :m - 1] -= curv[:, None, None] * torch.eye(m - 1, dtype=torch.float64)
+    return 0.5 * (Hl + Hl.transpose(1, 2))
+
+
 class ProfiledObjective:
     """``L̄_τ(φ)`` of one teacher on one fixed sample, with its derivatives in local coordinates.
 
@@ -204,13 +242,12 @@ class ProfiledObjective:
         (:meth:`_refit_rows`), then the per-point derivative terms, accumulated against the
         feature products block by block (the intermediates of a block stay in cache)."""
         K, d, n = self.K, self.d, self.X.shape[0]
-        p, m = d + 1, (K - 1) * d
+        p = d + 1
         Hk = torch.tensor(helmert(K), dtype=torch.float64)                  # (K, K−1)
         HkT = Hk.T.contiguous()                                             # (K−1, K)
         HHT = (Hk[:, :, None] * Hk[:, None, :]).reshape(K, -1).T.contiguous()   # ((K−1)², K)
         _, XtT, Xt = self._rows                                             # (p, n), (n, p)
         Q = self.moments[0]                                                 # (n, p(p+1)/2)
-        inv = torch.as_tensor(np.argsort(_phi_order(K, d)))                 # vec Φ → φ order
         step = max(1, min(self.chunk, _CLOSED_FORM_ELEMENTS // (n * K)))
         vals, grads, hess = [], [], []
         for s0 in range(0, len(phi), step):
@@ -241,30 +278,14 @@ class ProfiledObjective:
                                     - r[:, None] * HkT[None, :, :, None])   # (S, K−1, K, nb)
                 UB += HB.reshape(S, -1, nb) @ Q[sl]
             gPhi = (-2.0 / tau) * (HkT @ g_acc) / n                         # (S, K−1, p)
-            g_phi = gPhi.reshape(S, -1)[:, inv]                              # (S, M) in φ order
-            vals.append(risk + self.noise_var)
             Tt = torch.as_tensor(T[s0:s0 + step])                           # (S, m, m−1)
-            g_loc = torch.cat([torch.einsum("sm,smj->sj", g_phi[:, :m], Tt), g_phi[:, m:]], 1)
+            g_phi, g_loc = _local_gradient(gPhi, Tt, K, d)
+            vals.append(risk + self.noise_var)
             grads.append(g_loc)
             if order < 2:
                 continue
-            c2 = (K - 1) ** 2
             U = torch.cat([(2.0 / tau ** 2) * UA, (2.0 / tau) * UB], 1) / n   # (S, ·, p(p+1)/2)
-            Hpp = _full_sym(U[:, :c2], p).reshape(S, K - 1, K - 1, p, p)    # [a, b, i, j]
-            Hpp = Hpp.permute(0, 1, 3, 2, 4).reshape(S, (K - 1) * p, (K - 1) * p)
-            Hpt = _full_sym(U[:, c2:], p).reshape(S, K - 1, K, p, p)        # [a, k, i, j]
-            Hpt = Hpt.permute(0, 1, 3, 2, 4).reshape(S, (K - 1) * p, K * p)
-            # profiled: Schur complement of L_θθ = 2 G (G ridged, as in the refit)
-            Hbar = Hpp - 0.5 * Hpt @ torch.linalg.solve(G, Hpt.transpose(1, 2))
-            Hphi = Hbar[:, inv][:, :, inv]                                  # (S, M, M) φ order
-            # local coordinates: J = blockdiag(T, I); the sphere's curvature term
-            J = torch.zeros(S, (K - 1) * p, self.D, dtype=torch.float64)
-            J[:, :m, :m - 1] = Tt
-            J[:, m:, m - 1:] = torch.eye(K - 1, dtype=torch.float64)
-            Hl = J.transpose(1, 2) @ Hphi @ J
-            curv = (g_phi[:, :m] * ph[:, :m]).sum(1) / chart_radius(K) ** 2  # (S,)
-            Hl[:, :m - 1, :m - 1] -= curv[:, None, None] * torch.eye(m - 1, dtype=torch.float64)
-            hess.append(0.5 * (Hl + Hl.transpose(1, 2)))
+            hess.append(_local_hessian(U, G, g_phi, ph, Tt, K, d))
         return (torch.cat(vals).numpy(), torch.cat(grads).numpy(),
                 torch.cat(hess).numpy() if order > 1 else None)
 

@@ -628,3 +628,34 @@ def test_a_profile_cannot_set_runs_from(project):
     project.params_file("smoke").write_text("alpha:\n  n: 5\nbeta:\n  runs_from: [x]\n")
     with pytest.raises(pl.PipelineError, match=r"beta\.runs_from is set by the pipeline"):
         pl.validate(project, "smoke", "cpu")
+
+
+def test_the_command_lines_processes_share_the_parsed_parameters_cells(project, monkeypatch):
+    """A no-op `make book` starts one `pipeline run` per chapter, and each validates every
+    chapter's parameters cell: the command line keeps the parsed cells in
+    build/.parameters-cells.json, keyed by the file's content, so a second process parses
+    nothing (no jupytext), an edited chapter is parsed again, and none of it outlives main."""
+    import jupytext
+
+    monkeypatch.chdir(project.root)
+    assert pl.main(["validate", "--profile", "default", "--device", "cpu"]) == 0
+    cache = project.root / "build" / ".parameters-cells.json"
+    assert sorted(Path(p).stem for p in json.loads(cache.read_text())) == ["alpha", "beta"]
+    assert pl.CELL_CACHE is None                       # the tests' own calls never see it
+
+    def no_parse(*_a, **_k):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(jupytext, "read", no_parse)
+    pl._parameters_cell.cache_clear()                 # as a new process would start
+    assert pl.main(["validate", "--profile", "default", "--device", "cpu"]) == 0
+    md = project.notebook_path("beta")
+    md.write_text(md.read_text() + "\n<!-- edited -->\n")
+    pl._parameters_cell.cache_clear()
+    with pytest.raises(AssertionError, match="parsed again"):
+        pl.main(["validate", "--profile", "default", "--device", "cpu"])
+    cache.write_text("{not json")                     # a damaged cache is no cache
+    monkeypatch.undo()
+    pl._parameters_cell.cache_clear()
+    monkeypatch.chdir(project.root)
+    assert pl.main(["validate", "--profile", "default", "--device", "cpu"]) == 0

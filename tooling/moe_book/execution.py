@@ -90,12 +90,6 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
     happen (``tail -f`` it during a long run); ``timeout_s`` bounds every cell (default: the
     profile's :data:`CELL_TIMEOUT_S`).
     """
-    import jupytext
-    import nbformat
-    import papermill as pm
-
-    from moe_routing.runtime import provenance
-
     bdir = project.build_dir(profile)
     state_dir, exe_dir, art_root = bdir / "state", bdir / "executed", bdir / "artifacts"
     log_dir = bdir / "logs"
@@ -123,6 +117,14 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
             log(f"[{profile}] {name}: stale: its state file is unreadable; re-executing")
 
         log(f"[{profile}] {name}: executing on {device} (log: {_rel(project, log_dir)}/{name}.log)")
+        # imported here, not above: an up-to-date chapter (every chapter of a no-op `make book`,
+        # one process each) returned above without them (jupytext alone took 0.5 s)
+        import jupytext
+        import nbformat
+        import papermill as pm
+
+        from moe_routing.runtime import provenance
+
         prov = provenance(profile, device).as_dict()
         tmp_art = art_root / f".{name}.tmp-{os.getpid()}"
         tmp_art.mkdir(parents=True)

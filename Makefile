@@ -115,8 +115,9 @@ lock: $(STAMP)
 # Arguments are validated once, before anything runs; each chapter is its own target so that
 # `make -j2 execute` runs two at a time. A failing chapter does not stop the others (-k); the
 # report at the end lists failures and sets the exit status.
+GRID_ENV = $(if $(EXECUTOR),MOE_GRID_EXECUTOR='$(EXECUTOR)') $(if $(WORKERS),MOE_GRID_WORKERS='$(WORKERS)')
 execute: $(STAMP)
-	@dev=$$($(if $(EXECUTOR),MOE_GRID_EXECUTOR='$(EXECUTOR)') $(if $(WORKERS),MOE_GRID_WORKERS='$(WORKERS)') \
+	@dev=$$($(GRID_ENV) \
 	        $(PY) -m moe_book.pipeline validate --profile '$(PROFILE)' --device '$(DEVICE)' \
 	        --print-device $(NOTEBOOKS)) || exit 2; \
 	$(MAKE) --no-print-directory -k $(addprefix run-,$(NOTEBOOKS)) RESOLVED_DEVICE=$$dev; rc=$$?; \
@@ -124,8 +125,7 @@ execute: $(STAMP)
 	$(PY) -m moe_book.pipeline report --profile '$(PROFILE)' $(NOTEBOOKS) || exit 1; exit $$rc
 
 run-%:
-	@$(if $(EXECUTOR),MOE_GRID_EXECUTOR='$(EXECUTOR)') $(if $(WORKERS),MOE_GRID_WORKERS='$(WORKERS)') \
-	$(PY) -m moe_book.pipeline run --profile '$(PROFILE)' --device '$(RESOLVED_DEVICE)' \
+	@$(GRID_ENV) $(PY) -m moe_book.pipeline run --profile '$(PROFILE)' --device '$(RESOLVED_DEVICE)' \
 	  $(if $(filter 1 yes true,$(FORCE)),--force) $(if $(TIMEOUT),--timeout '$(TIMEOUT)') $*
 
 # REPOSITORY=https://github.com/<owner>/<repo> (or the environment variable BOOK_REPOSITORY_URL)
@@ -139,28 +139,36 @@ html: $(STAMP) $(WHEEL)
 	$(PY) -m moe_book.jupyter_book build "$$src" --path-output '$(HTML_OUT)' -W --keep-going -q
 	@echo "HTML: $(HTML_OUT)/_build/html/index.html"
 
-# The chapters that train grids of models (GRID_NOTEBOOKS) keep every core busy themselves, one
-# run per core; the others are Monte Carlo, quadrature and searches, so `make book` runs them
-# BOOK_JOBS at a time once the grids are done, each on one thread (two processes with two BLAS
-# and OpenMP threads each oversubscribe two cores and spin: boundary mass took 272 s that way,
-# 71 s on one thread beside another chapter; its numbers are the same). A failing chapter does
-# not stop the others; the book is built only when every chapter is ok. They start longest
-# first (LONGEST_FIRST, measured on 2 cores; make -j takes them in order), so that the longest
-# is not the last to start, alone on a core while the other one idles.
-GRID_NOTEBOOKS := bridge training two_hop
+# `make book` runs every chapter on one torch/BLAS thread per process, in two streams at once:
+# the chapters that train grids of models (GRID_NOTEBOOKS), one after the other in this order,
+# each keeping every core busy with its runs (the training chapter trains all its runs in one
+# pool, the bridge chapter's A-Fig. 2 runs among them, which that chapter then reads back); and
+# beside them the others (Monte Carlo, quadrature, searches), BOOK_JOBS at a time, longest first
+# (LONGEST_FIRST, measured on 2 cores; make -j takes them in order). Two streams, because each
+# alone leaves cores idle: a grid chapter between and after its pools (evaluation, figures, the
+# Hugging Face model), the theory chapters on their last chapter. Single-threaded processes
+# share the cores without spinning (two processes of two OpenMP threads each on two cores
+# spin: boundary mass took 272 s that way, 71 s on one thread beside another chapter; its
+# numbers are the same). A failing chapter does not stop the others; the book is built only
+# when every chapter is ok.
+GRID_NOTEBOOKS := training bridge two_hop
 LONGEST_FIRST  := landscape_multi boundary_mass construction landscape soft_to_hard
-THEORY_NOTEBOOKS = $(foreach n,$(LONGEST_FIRST),$(filter $(n),$(ALL_NOTEBOOKS))) \
-  $(filter-out $(GRID_NOTEBOOKS) $(LONGEST_FIRST),$(ALL_NOTEBOOKS))
+GRID_ORDER     = $(strip $(foreach n,$(GRID_NOTEBOOKS),$(filter $(n),$(ALL_NOTEBOOKS))))
+THEORY_NOTEBOOKS = $(strip $(foreach n,$(LONGEST_FIRST),$(filter $(n),$(ALL_NOTEBOOKS))) \
+  $(filter-out $(GRID_NOTEBOOKS) $(LONGEST_FIRST),$(ALL_NOTEBOOKS)))
 BOOK_JOBS   ?= 2
 ONE_THREAD  := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-book:
-	@rc=0; \
-	$(MAKE) --no-print-directory execute PROFILE=default \
-	  NOTEBOOKS="$(filter $(GRID_NOTEBOOKS),$(ALL_NOTEBOOKS))" || rc=$$?; \
-	$(if $(filter-out 1,$(BOOK_JOBS)),$(ONE_THREAD)) $(MAKE) --no-print-directory -j$(BOOK_JOBS) \
-	  execute PROFILE=default NOTEBOOKS="$(strip $(THEORY_NOTEBOOKS))" \
-	  || rc=$$?; \
-	exit $$rc
+book: $(STAMP)
+	@dev=$$($(GRID_ENV) $(PY) -m moe_book.pipeline validate --profile default \
+	        --device '$(DEVICE)' --print-device $(ALL_NOTEBOOKS)) || exit 2; \
+	export $(ONE_THREAD); \
+	$(MAKE) --no-print-directory -k $(addprefix run-,$(GRID_ORDER)) PROFILE=default \
+	  RESOLVED_DEVICE=$$dev & grids=$$!; \
+	$(MAKE) --no-print-directory -k -j$(BOOK_JOBS) $(addprefix run-,$(THEORY_NOTEBOOKS)) \
+	  PROFILE=default RESOLVED_DEVICE=$$dev; rc=$$?; \
+	wait $$grids || rc=1; \
+	$(PY) -m moe_book.pipeline stage --profile default >/dev/null || exit 1; \
+	$(PY) -m moe_book.pipeline report --profile default $(ALL_NOTEBOOKS) || exit 1; exit $$rc
 	@$(MAKE) --no-print-directory html PROFILE=default
 
 # The student edition: the same executed chapters, every exercise solution cut from the sources
@@ -288,6 +296,6 @@ publish: $(STAMP)
 clean:
 	rm -rf build book/_build dist
 
-# the second phase of `make book`, in its order (read by the tests)
+# the theory stream of `make book` (beside the grid chapters), in its order (read by the tests)
 print-theory-notebooks:
 	@echo $(strip $(THEORY_NOTEBOOKS))

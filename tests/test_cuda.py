@@ -11,6 +11,7 @@ Tolerances of the GPU tests are derived in the tests; the GPU's float32 runs wit
 5e-4), which no float32 tolerance here would admit.
 """
 
+import importlib
 import json
 import math
 import os
@@ -28,6 +29,8 @@ from moe_routing.model.dispatch import dispatch, grouped_mm_available
 from moe_routing.model.train import _lr_at, batch_order, float32_matmul_precision
 from moe_routing.runtime import provenance, seed_everything
 from test_model_train import lookup_data, small_cfg, train_data
+
+TRAIN_LOOP = importlib.import_module("moe_routing.model.train")
 
 pytestmark = pytest.mark.kernels
 
@@ -92,7 +95,9 @@ def test_batch_order_refuses_bad_arguments():
 def old_loop(model, data, cfg):
     """The training loop as it was (CPU, no evaluation): per-step CPU slices, ``as_floats`` at
     logged steps.  The loop under test must give bit-identical histories and weights: on the
-    CPU the device changes must not change a single rounding."""
+    CPU the device changes must not change a single rounding.  Its cross-entropy is the one
+    the loop takes on a CPU (factored logits, ``FACTORED_LOGITS_ON_CPU``): the test is about
+    the loop's plumbing; the two CEs are compared in test_model_layers and test_losses."""
     n, total = len(data), cfg.total_steps(len(data))
     opt = torch.optim.AdamW(model.param_groups(cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98),
                             foreach=True)
@@ -110,7 +115,8 @@ def old_loop(model, data, cfg):
             g["lr"] = lr
         tgt = data.targets[idx]
         real = tgt != IGNORE_INDEX
-        out = model(data.inputs[idx], logits_mask=real)
+        out = model(data.inputs[idx], logits_mask=real,
+                    factored_logits=TRAIN_LOOP.FACTORED_LOGITS_ON_CPU)
         parts = objective_loss(cfg.objective, out.logits, tgt, out.router_logits,
                                out.router_probs, out.expert_index, data.task_ids[idx], None,
                                lb_alpha=cfg.lb_alpha, router_alpha=cfg.router_alpha,

@@ -83,22 +83,91 @@ def test_progress_lines_while_open_and_the_times_at_close(capsys):
 
 
 def test_another_grid_runner_gets_the_sessions_backend_and_progress_lines(capsys):
-    """run_with hands any grid runner (the two-hop chapter's) the session's workers and
-    executor, and what the executor logs while it runs reaches stderr."""
+    """run_with hands any grid runner (the two-hop chapter's) the session's workers,
+    executor and threads per run, and what the executor logs while it runs reaches stderr."""
     seen = {}
 
-    def grid(configs, artifacts_dir, *, profile, progress, workers, executor):
+    def grid(configs, artifacts_dir, *, profile, progress, workers, executor, threads):
         seen.update(configs=configs, artifacts_dir=artifacts_dir, profile=profile,
-                    progress=progress, workers=workers, executor=executor)
+                    progress=progress, workers=workers, executor=executor, threads=threads)
         logging.getLogger(ex.__name__).info("grid: run 1 of 1 done")
         return [{"key": "k"}]
 
-    with GridSession(workers=1) as s:
+    with GridSession(workers=1, threads=3) as s:
         assert s.run_with(grid, ["cfg"], "here", profile="default") == [{"key": "k"}]
         with pytest.raises(ValueError, match="grid = 3"):
             s.run_with(3, ["cfg"], "here")
     assert seen == dict(configs=["cfg"], artifacts_dir="here", profile="default",
-                        progress=False, workers=1, executor="local")
+                        progress=False, workers=1, executor="local", threads=3)
     assert "grid: run 1 of 1 done" in capsys.readouterr().err
     with pytest.raises(ValueError, match="session = 'closed'"):
         s.run_with(grid, ["cfg"], "here")
+
+
+def test_the_sessions_threads_reach_the_grids_plan(monkeypatch):
+    """A session of one thread per run plans its grids so even when the kernel runs two
+    torch threads (the two-hop chapter ran 1 at once × 2 threads before: the session's
+    threads were not handed on)."""
+    from moe_routing.experiments import grid as grid_module
+
+    planned = []
+    def spy(_runs, _configs, _artifacts_dir, how, **_kw):
+        planned.append(how)
+        return []
+
+    monkeypatch.setattr(grid_module, "run_cached_grid", spy)
+    torch.set_num_threads(2)
+    with GridSession(threads=1) as s:
+        s.run_grid(CFGS, None)
+    assert [(h.workers, h.threads) for h in planned] == [(ex.cpu_cores(), 1)]
+    torch.set_num_threads(1)
+    with GridSession(threads=2) as s:
+        s.run_grid(CFGS, None)
+    assert planned[-1].threads == 2
+
+
+class _Cfg:
+    """A configuration stand-in for the grid runner: a key, a label and a cost."""
+
+    def __init__(self, name: str, cost: float):
+        self.name, self.cost = name, cost
+
+    def key(self) -> str:
+        return self.name
+
+    def as_dict(self) -> dict:
+        return {"name": self.name}
+
+
+def _run(cfg, _folder, _profile):
+    return {"key": cfg.key()}
+
+
+def test_runs_start_longest_first_and_rows_keep_the_configurations_order(monkeypatch):
+    """With a cost, the grid runner hands the executor the runs longest first (ties in the
+    configurations' order); the rows come back in the configurations' order. Without one,
+    the runs start in the configurations' order."""
+    from moe_routing.experiments import grid as grid_module
+
+    cfgs = [_Cfg("short", 1), _Cfg("long", 9), _Cfg("mid-a", 5), _Cfg("mid-b", 5), _Cfg("zero", 0)]
+    started = []
+
+    def fake_run_tasks(fn, tasks, how, on_result=None, progress=False):
+        started.append([t.key for t in tasks])
+        for t in tasks:
+            on_result(t, fn(*t.args))
+        return []
+
+    monkeypatch.setattr(ex, "run_tasks", fake_run_tasks)
+    how = ex.plan("local", 1)
+    for cost, order in ((lambda c: c.cost, ["long", "mid-a", "mid-b", "short", "zero"]),
+                        (None, ["short", "long", "mid-a", "mid-b", "zero"])):
+        runs = grid_module.CachedRuns(run=_run, read=lambda *_: (None, None),
+                                      path=lambda *_: None, label=lambda c: c.name, cost=cost)
+        rows = grid_module.run_cached_grid(runs, cfgs, None, how)
+        assert started[-1] == order
+        assert [r["key"] for r in rows] == [c.name for c in cfgs]
+    # the experiments' estimates order their real runs so
+    stopped = CFGS[0].replace(steps=1)
+    assert (tr.run_cost(CFGS[0]) > tr.run_cost(stopped)
+            > tr.run_cost(CFGS[0].replace(variant="untrained")) == 0)

@@ -6,9 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from moe_routing.model.losses import (IGNORE_INDEX, load_balancing_loss, next_token_cross_entropy,
-                                      objective_loss, router_z_loss, task_router_loss,
-                                      task_to_expert)
+import moe_routing.model.factored_logits as factored_logits
+from moe_routing.model.losses import (IGNORE_INDEX, FactoredLogits, load_balancing_loss,
+                                      next_token_cross_entropy, objective_loss, router_z_loss,
+                                      task_router_loss, task_to_expert)
 
 pytestmark = pytest.mark.kernels
 
@@ -129,6 +130,85 @@ def test_fused_cross_entropy_matches_torch_value_and_gradient():
     assert torch.autograd.gradcheck(lambda z: next_token_cross_entropy(z, targets), (logits,))
 
 
+def _factored_case(seed, m=300, d=8, v=50, bias=True, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(m, d, generator=g, dtype=dtype, requires_grad=True)
+    weight = torch.randn(v, d, generator=g, dtype=dtype, requires_grad=True)
+    b = torch.randn(v, generator=g, dtype=dtype, requires_grad=True) if bias else None
+    targets = torch.randint(0, v, (m,), generator=g)
+    targets[::7] = IGNORE_INDEX
+    return hidden, weight, b, targets
+
+
+@pytest.mark.parametrize("rows_per_block", [1, 37, 300, 1000])
+@pytest.mark.parametrize("bias", [False, True])
+def test_factored_cross_entropy_equals_torch_in_blocks(monkeypatch, rows_per_block, bias):
+    """The block-by-block CE of FactoredLogits: value and all gradients equal torch's CE of the
+    multiplied-out logits, with blocks of one row, a short last block (300 = 8·37 + 4), one
+    block and a block larger than the batch; ignored rows get no gradient."""
+    hidden, weight, b, targets = _factored_case(0, bias=bias)
+    monkeypatch.setattr(factored_logits, "CE_BLOCK_ELEMENTS", rows_per_block * weight.shape[0])
+    params = [hidden, weight] + ([b] if bias else [])
+    ours = next_token_cross_entropy(FactoredLogits(hidden, weight, b), targets)
+    ref = F.cross_entropy(F.linear(hidden, weight, b), targets, ignore_index=IGNORE_INDEX)
+    g_ours = torch.autograd.grad(2.5 * ours, params)
+    g_ref = torch.autograd.grad(2.5 * ref, params)
+    assert abs(ours.item() - ref.item()) < 1e-12
+    for a, r in zip(g_ours, g_ref):
+        assert torch.allclose(a, r, atol=1e-13)
+    assert torch.all(g_ours[0][targets == IGNORE_INDEX] == 0)
+
+
+def test_factored_cross_entropy_would_be_wrong_without_one_block():
+    """The control: dropping one block's gradient contribution moves the weight's gradient
+    far beyond the tolerance above (the test above can fail)."""
+    hidden, weight, b, targets = _factored_case(1)
+    keep = torch.ones(hidden.shape[0], dtype=torch.bool)
+    keep[37:74] = False
+    full = F.cross_entropy(F.linear(hidden, weight, b), targets, ignore_index=IGNORE_INDEX,
+                           reduction="sum")
+    part = F.cross_entropy(F.linear(hidden[keep], weight, b), targets[keep],
+                           ignore_index=IGNORE_INDEX, reduction="sum")
+    g_full, = torch.autograd.grad(full, weight)
+    g_part, = torch.autograd.grad(part, weight)
+    assert (g_full - g_part).abs().max() > 1e-3
+
+
+def test_factored_cross_entropy_in_objective_loss_and_float32():
+    """objective_loss takes FactoredLogits at the real positions (the training loop on a CPU)
+    and gives the loss of the logits tensor; in float32 both agree to float32 rounding."""
+    torch.manual_seed(2)
+    hidden = torch.randn(3, 4, 5, dtype=torch.float64)
+    weight = torch.randn(6, 5, dtype=torch.float64)
+    targets = torch.randint(0, 6, (3, 4))
+    targets[1, 1:] = IGNORE_INDEX
+    rl = torch.randn(3, 4, 2)
+    probs = rl.softmax(-1)
+    idx = probs.argmax(-1, keepdim=True)
+    real = targets != IGNORE_INDEX
+    full = objective_loss("ce+lb", F.linear(hidden, weight), targets, rl, probs, idx)
+    fact = objective_loss("ce+lb", FactoredLogits(hidden[real], weight), targets, rl, probs,
+                          idx)
+    assert abs(full.total.item() - fact.total.item()) < 1e-12
+    h32, w32, _, t32 = _factored_case(3, m=500, v=1443, bias=False, dtype=torch.float32)
+    ours = next_token_cross_entropy(FactoredLogits(h32, w32), t32)
+    assert ours.item() == pytest.approx(
+        F.cross_entropy(h32 @ w32.T, t32, ignore_index=IGNORE_INDEX).item(), rel=1e-6)
+
+
+def test_factored_cross_entropy_skips_gradients_not_asked_for_and_underflow():
+    """Frozen weights get no gradient (none is computed); a row whose target probability
+    underflows gets the exact logsumexp − logit, as the tensor path does."""
+    hidden = torch.tensor([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    weight = torch.tensor([[0.0, 0.0], [200.0, 0.0], [0.0, 3.0]])
+    targets = torch.tensor([0, 2])
+    ours = next_token_cross_entropy(FactoredLogits(hidden, weight), targets)
+    ref = F.cross_entropy(hidden.detach() @ weight.T, targets)
+    assert torch.isfinite(ours) and ours.item() == pytest.approx(ref.item(), rel=1e-6)
+    ours.backward()
+    assert torch.isfinite(hidden.grad).all() and weight.grad is None
+
+
 def test_objective_loss_accepts_logits_at_real_positions_only():
     torch.manual_seed(1)
     logits, rl = torch.randn(3, 4, 6, dtype=torch.float64), torch.randn(3, 4, 2)
@@ -202,3 +282,14 @@ def test_load_balancing_refuses_expert_index_out_of_range(bad):
     idx[3] = bad
     with pytest.raises(ValueError, match=rf"expert_index range.*{bad}.*0\.\.3"):
         load_balancing_loss(probs, idx)
+
+
+def test_factored_cross_entropy_refuses_mismatched_parts():
+    hidden, weight = torch.randn(4, 3), torch.randn(6, 3)
+    targets = torch.zeros(4, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"logits\.weight\.shape.*\(v, 3\)"):
+        next_token_cross_entropy(FactoredLogits(hidden, torch.randn(6, 2)), targets)
+    with pytest.raises(ValueError, match=r"logits\.bias"):
+        next_token_cross_entropy(FactoredLogits(hidden, weight, torch.randn(5)), targets)
+    with pytest.raises(ValueError, match="targets"):
+        next_token_cross_entropy(FactoredLogits(hidden, weight), targets[:3])

@@ -2,8 +2,10 @@
 models route per layer, train, and supervise each layer's router with its own targets."""
 
 import hashlib
+import importlib
 import json
 from contextlib import contextmanager
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -241,6 +243,15 @@ def _state_and_forward(label: str) -> dict:
 
 
 def _training(label: str) -> dict:
+    """The training part of the references, with the logits tensor's cross-entropy (the loop's
+    block-by-block CE on a CPU, ``FACTORED_LOGITS_ON_CPU``, came later and rounds otherwise:
+    ``test_factored_training_follows_the_tensor_path``)."""
+    loop = importlib.import_module("moe_routing.model.train")
+    with mock.patch.object(loop, "FACTORED_LOGITS_ON_CPU", False, create=True):
+        return _training_runs(label)
+
+
+def _training_runs(label: str) -> dict:
     cfg = MoEConfig(**CONFIGS[label])
     g = torch.Generator().manual_seed(2)
     inputs = torch.randint(0, cfg.vocab_size, (24, cfg.max_len), generator=g)
@@ -312,6 +323,33 @@ def test_one_layer_training_runs_are_bit_identical(label):
     with _one_thread():
         got = _training(label)
     _assert_matches_one(got, refs)
+
+
+def test_factored_training_follows_the_tensor_path():
+    """The CPU loop's block-by-block CE trains the model the logits tensor's CE trains, to
+    rounding: five steps of every objective end at the same losses and weights within 1e-5
+    (float32), and the reference test above trains with the tensor path, so it holds the
+    factored one only through this comparison."""
+    loop = importlib.import_module("moe_routing.model.train")
+    with _one_thread():
+        got = {}
+        for factored in (True, False):
+            with mock.patch.object(loop, "FACTORED_LOGITS_ON_CPU", factored):
+                cfg = MoEConfig(**CONFIGS["construction"])
+                g = torch.Generator().manual_seed(2)
+                inputs = torch.randint(0, cfg.vocab_size, (24, cfg.max_len), generator=g)
+                targets = torch.roll(inputs, -1, 1)
+                targets[:, -1] = IGNORE_INDEX
+                data = TrainData(inputs, targets, torch.randint(0, 5, (24,), generator=g))
+                for objective in ("ce", "ce+lb", "ce+router"):
+                    tc = TrainConfig(objective=objective, steps=5, batch_size=8, log_every=1,
+                                     progress=False, device="cpu", lr=1e-2, seed=3)
+                    model, hist = build_and_train(cfg, data, tc)
+                    got[factored, objective] = (hist.total, model.state_dict())
+    for objective in ("ce", "ce+lb", "ce+router"):
+        (l1, s1), (l0, s0) = got[True, objective], got[False, objective]
+        assert np.allclose(l1, l0, rtol=0, atol=1e-5)
+        assert all(torch.allclose(s1[k], s0[k], rtol=0, atol=1e-5) for k in s0)
 
 
 # ---- configuration ------------------------------------------------------------------------------

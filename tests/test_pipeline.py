@@ -546,11 +546,14 @@ def test_a_grid_backend_without_its_package_is_refused_before_anything_runs(exec
         pl.check_grid_settings({"MOE_GRID_EXECUTOR": "dask"})
 
 
-def test_book_runs_the_grid_chapters_first_and_alone():
-    """`make book` runs GRID_NOTEBOOKS (they use every core) before the others, which it runs
-    BOOK_JOBS at a time, longest first: every name there is a chapter, and every chapter with a `workers`
-    knob (a grid of training runs) is among them."""
+def test_book_runs_the_grid_chapters_in_order_beside_the_others():
+    """`make book` runs GRID_NOTEBOOKS one after the other, training first (its pool trains
+    the bridge chapter's runs too), in one stream, and beside it every other chapter BOOK_JOBS
+    at a time, longest first, all of them on one thread: every name there is a chapter, every
+    chapter with a `workers` knob (a grid of training runs) is among them, and the book is
+    staged and reported once, after both streams."""
     import re
+    import subprocess
 
     import yaml
 
@@ -559,18 +562,22 @@ def test_book_runs_the_grid_chapters_first_and_alone():
     grid = re.search(r"^GRID_NOTEBOOKS\s*:=\s*(.*)$", makefile, re.M).group(1).split()
     chapters = {p.stem for p in (ROOT / "notebooks").glob("*.md") if p.stem != "README"}
     assert set(grid) <= chapters, set(grid) - chapters
+    assert grid[0] == "training" and grid.index("bridge") > 0
     default = yaml.safe_load((ROOT / "notebooks/params/default.yaml").read_text())
     with_workers = {c for c, block in default.items() if isinstance(block, dict) and "workers" in block}
     assert with_workers and with_workers <= set(grid), with_workers - set(grid)
     # the recipe (read, not run: `make -n` would still run the recursive makes)
     recipe = makefile[makefile.index("\nbook:"):].split("\n\n")[0]
-    first = recipe.index('NOTEBOOKS="$(filter $(GRID_NOTEBOOKS),$(ALL_NOTEBOOKS))"')
-    second = recipe.index('-j$(BOOK_JOBS)')
-    assert first < second < recipe.index('NOTEBOOKS="$(strip $(THEORY_NOTEBOOKS))"')
-    assert "$(ONE_THREAD)" in recipe[first:second + 40]     # one thread per chapter beside another
-    # the second phase: every other chapter exactly once, the longest first
-    import subprocess
-
+    one_thread = recipe.index("export $(ONE_THREAD)")
+    grids = recipe.index("$(addprefix run-,$(GRID_ORDER))")
+    background = recipe.index("& grids=$$!")
+    theory = recipe.index("-j$(BOOK_JOBS) $(addprefix run-,$(THEORY_NOTEBOOKS))")
+    wait = recipe.index("wait $$grids")
+    stage = recipe.index("moe_book.pipeline stage")
+    assert one_thread < grids < background < theory < wait < stage
+    assert recipe.count("moe_book.pipeline stage") == 1
+    assert "report --profile default $(ALL_NOTEBOOKS)" in recipe
+    # the theory stream: every other chapter exactly once, the longest first
     theory = subprocess.run(["make", "-s", "--no-print-directory", "print-theory-notebooks"],
                             cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     assert sorted(theory) == sorted(chapters - set(grid)), theory

@@ -36,7 +36,9 @@ class CachedRuns:
     lines and errors.  ``name`` starts the grid's log lines and ``log`` is the logger they go
     to: the experiment's own, so a caller listening to it hears them.  ``copy_extra(cfg, src,
     dst)`` (optional) copies what lives beside a result reused from another folder (trained
-    weights); ``row_extra(cfg, row)`` (optional) adds fields to a returned row.
+    weights); ``row_extra(cfg, row)`` (optional) adds fields to a returned row; ``cost(cfg)``
+    (optional) estimates a run's time, in any unit: the runs start longest first (module
+    docstring of :func:`run_cached_grid`).
     """
 
     run: Callable
@@ -47,6 +49,7 @@ class CachedRuns:
     log: logging.Logger = log
     copy_extra: Callable[[Any, Any, Any], None] | None = None
     row_extra: Callable[[Any, dict], None] | None = None
+    cost: Callable[[Any], float] | None = None
 
 
 def _lookup(runs: CachedRuns, cfg, folders: Sequence, artifacts_dir) -> dict | None:
@@ -77,7 +80,10 @@ def run_cached_grid(runs: CachedRuns, configs: Sequence, artifacts_dir, how, *,
 
     A result is looked up in ``artifacts_dir``, then in each folder of ``reuse_from``; the
     missing runs go to ``how``'s backend, each result checked against its key and written
-    (atomically) as it arrives, so an interrupted grid resumes.  Returns one row per
+    (atomically) as it arrives, so an interrupted grid resumes.  With ``runs.cost`` the runs
+    start longest first (ties in the configurations' order): a pool of w workers then ends
+    on short runs instead of leaving w − 1 cores idle during a long last one (the longest-
+    processing-time rule); the rows' order does not change.  Returns one row per
     configuration, in order: the result with ``config`` (the requested configuration's
     mapping) and ``cached`` (not trained in this call, or a repeat of a key).  A failed run
     does not stop the others; :class:`~.executor.GridError` lists the failures and holds the
@@ -116,7 +122,10 @@ def run_cached_grid(runs: CachedRuns, configs: Sequence, artifacts_dir, how, *,
     n_runs = len(done) + len(pending)
     runs.log.info("%s: %d distinct run%s, %d read from a cache", runs.name, n_runs,
              "s" if n_runs != 1 else "", len(done))
-    tasks = [Task(key, runs.label(cfg), (cfg, where, profile)) for key, cfg in pending.items()]
+    order = list(pending.items())
+    if runs.cost is not None:
+        order.sort(key=lambda item: -runs.cost(item[1]))                 # stable: ties in order
+    tasks = [Task(key, runs.label(cfg), (cfg, where, profile)) for key, cfg in order]
     failures = run_tasks(runs.run, tasks, how, on_result=keep, progress=progress)
     out, first = [], set()
     for cfg in configs:

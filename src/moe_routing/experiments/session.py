@@ -38,8 +38,10 @@ class GridSession:
     runs are read back from (module docstring).
 
     ``executor``, ``workers``, ``threads`` and ``device`` are :func:`~.executor.plan`'s, checked
-    here (a bad value fails before anything is trained); ``runs_from``: folders to look for
-    cached runs in (the pipeline's ``runs_from``; a folder that does not exist is skipped).
+    here (a bad value fails before anything is trained), and every grid of the session runs
+    so (``threads`` torch threads per run, whatever the calling kernel's own count);
+    ``runs_from``: folders to look for cached runs in (the pipeline's ``runs_from``; a folder
+    that does not exist is skipped).
     Use it as a context manager or call :meth:`close` (it shuts down a Ray instance the session
     started and removes its progress handler).
     """
@@ -84,17 +86,19 @@ class GridSession:
         here = None if artifacts_dir is None else Path(artifacts_dir).resolve()
         reuse = [f for f in self.runs_from if f.is_dir() and f.resolve() != here]
         return run_grid(configs, artifacts_dir, profile=profile, reuse_from=reuse,
-                        progress=False, workers=self.plan.workers, executor=self.plan.executor)
+                        progress=False, workers=self.plan.workers, executor=self.plan.executor,
+                        threads=self.plan.threads)
 
     def run_with(self, grid, configs, artifacts_dir, profile: str = "smoke") -> list[dict]:
         """Another grid runner of the library on this session's backend, with its progress
         lines: ``grid`` takes ``(configs, artifacts_dir, profile=, progress=, workers=,
-        executor=)``, as :func:`~.two_hop.run_two_hop_grid` does (the two-hop chapter's grid;
-        it reads cached runs from ``artifacts_dir`` only)."""
+        executor=, threads=)``, as :func:`~.two_hop.run_two_hop_grid` does (the two-hop
+        chapter's grid; it reads cached runs from ``artifacts_dir`` only)."""
         check.require(not self.closed, "session", "closed", "an open GridSession")
         grid = check.function("grid", grid)
         return grid(configs, artifacts_dir, profile=profile, progress=False,
-                    workers=self.plan.workers, executor=self.plan.executor)
+                    workers=self.plan.workers, executor=self.plan.executor,
+                    threads=self.plan.threads)
 
     def close(self) -> tuple[float, float]:
         """End the session: ``(wall seconds, CPU seconds)`` since it started."""

@@ -294,7 +294,7 @@ def run_label(cfg: ExperimentConfig) -> str:
 def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | None,
              profile: str = "smoke", progress: bool = True,
              reuse_from: Sequence[str | Path] = (), workers: int | str | None = None,
-             executor: str | None = None) -> list[dict]:
+             executor: str | None = None, threads: int | None = None) -> list[dict]:
     """Run every configuration, reusing cached results.
 
     A result is looked up in ``artifacts_dir``, then in each folder of ``reuse_from`` (e.g. the
@@ -305,7 +305,8 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     trained once per call even without an artifacts folder.
 
     The missing runs are trained by :mod:`moe_routing.experiments.executor`: ``executor``
-    ``'local'`` (processes on this machine, each with the caller's torch thread count;
+    ``'local'`` (processes on this machine, each with ``threads`` torch threads, default the
+    caller's count;
     ``workers`` of them, ``None``/``'auto'``: as many as make workers × threads = cores,
     1: in this process) or ``'ray'`` (Ray tasks on the cluster at ``RAY_ADDRESS``, or on a Ray
     instance started here for the grid).  Left ``None`` they come from ``MOE_GRID_EXECUTOR`` and
@@ -328,12 +329,24 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
         fail("reuse_from", reuse_from, "a sequence of folders (a list, even of one)")
     reuse_from = sequence("reuse_from", reuse_from, "a sequence of folders (a list, even of one)",
                           nonempty=False)
-    how = plan(executor, workers, devices=sorted({c.device for c in configs}))
+    how = plan(executor, workers, threads=threads, devices=sorted({c.device for c in configs}))
     runs = CachedRuns(run=run_experiment, read=_read_cached, path=result_path, label=run_label,
                       name="task_routing", log=log, copy_extra=_copy_weights,
-                      row_extra=_shared_with)
+                      row_extra=_shared_with, cost=run_cost)
     return run_cached_grid(runs, configs, artifacts_dir, how, reuse_from=reuse_from,
                            profile=profile, progress=progress)
+
+
+def run_cost(cfg: ExperimentConfig) -> float:
+    """A run's training time, roughly, in arbitrary units: the order a grid starts its runs in
+    (longest first, :func:`~.grid.run_cached_grid`), never a result.  Steps × sentences per
+    step × (the vocabulary's size, about the tasks' facts, plus the rest of the step's work);
+    0 for the untrained variant.  On 2 cores it puts the 20-task runs (about 25 s each) before
+    the 10-task ones (about 20 s) and the stopped-early and untrained variants last."""
+    if cfg.variant == "untrained":
+        return 0.0
+    return float(cfg.train.steps * cfg.train.batch_size
+                 * (cfg.data.n_tasks * cfg.data.n_pairs + 1000))
 
 
 def _shared_with(cfg: ExperimentConfig, row: dict) -> None:

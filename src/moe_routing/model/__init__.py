@@ -9,7 +9,7 @@ one evaluation path.
 from .config import ACTIVATIONS, BACKENDS, GATE_MODES, MoEConfig, MoEShape
 from .evaluate import (ExactMatch, RoutingRecord, ValidMass, collect_routing, exact_match,
                        greedy_complete, valid_next_mass)
-from .losses import (IGNORE_INDEX, OBJECTIVES, LossParts, load_balancing_loss,
+from .losses import (IGNORE_INDEX, OBJECTIVES, FactoredLogits, LossParts, load_balancing_loss,
                      next_token_cross_entropy, objective_loss, router_z_loss, task_router_loss,
                      task_to_expert)
 from .parameters import ParameterCount, parameter_count
@@ -19,6 +19,7 @@ from .transformer import LayerOutput, ModelOutput, MoELayer, MoETransformer
 
 __all__ = [
     "ACTIVATIONS", "BACKENDS", "GATE_MODES", "IGNORE_INDEX", "OBJECTIVES", "ExactMatch",
+    "FactoredLogits",
     "History", "LayerOutput", "LossParts", "ModelOutput", "MoEConfig", "MoELayer", "MoEShape",
     "MoETransformer", "ParameterCount", "RoutingRecord", "TrainConfig", "TrainData",
     "TrainSchedule", "ValidMass", "build_and_train",

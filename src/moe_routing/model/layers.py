@@ -63,7 +63,7 @@ class ModelOutput(NamedTuple):
     reading ``out.layers[l]`` works at any depth.
     """
 
-    logits: torch.Tensor            # (b, t, v)
+    logits: torch.Tensor            # (b, t, v); (m, v) under a logits mask; or FactoredLogits
     router_logits: torch.Tensor     # (b, t, e)  W_r x / τ (+ bias / τ); softmax gives router_probs
     router_probs: torch.Tensor      # (b, t, e)
     expert_index: torch.Tensor      # (b, t, k)  chosen experts, most probable first

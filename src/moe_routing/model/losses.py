@@ -56,6 +56,7 @@ import torch.nn.functional as F
 
 from ..validation import choice, fail, integer, number, require
 from .checks import tensor
+from .factored_logits import FactoredLogits, blocked_cross_entropy
 
 IGNORE_INDEX = -100
 OBJECTIVES = ("ce", "ce+lb", "ce+router")
@@ -177,13 +178,39 @@ class _CrossEntropy(torch.autograd.Function):
         return grad, None, None
 
 
+def _factored_cross_entropy(logits: FactoredLogits, targets: torch.Tensor,
+                            ignore_index: int) -> torch.Tensor:
+    """:func:`next_token_cross_entropy` of factored logits (checked here: hidden (..., d),
+    weight (v, d), bias (v,) or None, targets (...))."""
+    tensor("logits.hidden", logits.hidden, "float", min_ndim=1)
+    d = logits.hidden.shape[-1]
+    tensor("logits.weight", logits.weight, "float", ndim=2)
+    require(logits.weight.shape[1] == d, "logits.weight.shape", tuple(logits.weight.shape),
+            f"(v, {d}): one row of the hidden size {d} per token of the vocabulary")
+    v = logits.weight.shape[0]
+    if logits.bias is not None:
+        tensor("logits.bias", logits.bias, "float", shape=(v,))
+    tensor("targets", targets, "int", shape=tuple(logits.hidden.shape[:-1]))
+    hidden = _upcast(logits.hidden.reshape(-1, d))                        # (m, d)
+    weight = logits.weight.to(hidden.dtype)
+    bias = None if logits.bias is None else logits.bias.to(hidden.dtype)
+    if not on_cpu(hidden):
+        return _cross_entropy_async(F.linear(hidden, weight, bias), targets.reshape(-1),
+                                    ignore_index)
+    return blocked_cross_entropy(hidden, weight, bias, targets.reshape(-1), ignore_index)
+
+
 def next_token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
                              ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
     """Mean CE over non-ignored targets (0 when every target is ignored).
 
     logits (..., v), targets (...) with ``ignore_index`` at padding / unsupervised positions
     (targets are already shifted: targets[:, s] is the token that follows input position s).
+    ``logits`` may be :class:`FactoredLogits` (hidden (..., d) and the unembedding): the same
+    loss, computed in blocks without the whole logits tensor on a CPU.
     """
+    if isinstance(logits, FactoredLogits):
+        return _factored_cross_entropy(logits, targets, integer("ignore_index", ignore_index))
     tensor("logits", logits, "float", min_ndim=1)
     tensor("targets", targets, "int", shape=tuple(logits.shape[:-1]))
     ignore_index = integer("ignore_index", ignore_index)
@@ -346,7 +373,9 @@ def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
     """Combine the parts for one of paper A's objectives ``ce``, ``ce+lb``, ``ce+router``.
 
     logits (b, t, v), or (m, v) at the m positions where targets != ignore_index (as returned
-    by ``model(idx, logits_mask=targets != ignore_index)``); targets (b, t) with ``ignore_index``
+    by ``model(idx, logits_mask=targets != ignore_index)``), either as a tensor or as
+    :class:`FactoredLogits` (``model(..., factored_logits=True)``: the CE in cache-sized
+    blocks on a CPU, what the training loop asks for there); targets (b, t) with ``ignore_index``
     padding; router_logits (b, t, e), router_probs (b, t, e), expert_index (b, t, k) -- one
     layer's tensors, or for L layers a tuple of L of each (``ModelOutput.layers``), layer 1
     first; task_ids — needed for ``ce+router``: (b,), one task per sequence, whose designated
@@ -368,9 +397,10 @@ def objective_loss(objective: str, logits: torch.Tensor, targets: torch.Tensor,
     router_alpha = _coefficient("router_alpha", router_alpha)
     z_beta = _coefficient("z_beta", z_beta)
     ignore_index = integer("ignore_index", ignore_index)
-    tensor("logits", logits, "float", min_ndim=2)
+    rows = logits.hidden if isinstance(logits, FactoredLogits) else logits
+    tensor("logits.hidden" if rows is not logits else "logits", rows, "float", min_ndim=2)
     tensor("targets", targets, "int", min_ndim=1)
-    zero = _upcast(logits.new_zeros(()))
+    zero = _upcast(rows.new_zeros(()))
     real = targets != ignore_index                                        # (b, t)
     if logits.dim() == 2 and targets.dim() == 2:
         # logits computed only at the non-padding positions (``logits_mask=targets != ignore``);

@@ -45,6 +45,11 @@ from .losses import IGNORE_INDEX, OBJECTIVES, objective_loss
 from .transformer import MoETransformer
 
 SCHEDULES = ("cosine", "constant")
+#: On a CPU the loop's cross-entropy multiplies the unembedding out block by block, in cache
+#: (:mod:`~.factored_logits`: a quarter off a step of the training chapter's 20-task runs,
+#: the same loss to rounding).  False: the whole (m, v) logits tensor, as before
+#: (bit for bit the runs of that code; the one-layer reference test trains so).
+FACTORED_LOGITS_ON_CPU = True
 
 
 @dataclass(frozen=True)
@@ -367,6 +372,7 @@ def _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
     first_bad = torch.full((), -1, dtype=torch.long, device=device)
     bad_value = torch.zeros((), dtype=torch.float64, device=device)
     tokens = 0
+    factored = FACTORED_LOGITS_ON_CPU and device == "cpu"
     model.train()
     t0 = time.perf_counter()
     bar = tqdm(range(total), disable=not cfg.progress, desc=cfg.objective, leave=False)
@@ -379,7 +385,7 @@ def _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
             tgt = targets[idx]                                            # (b, t)
             real = tgt != IGNORE_INDEX
             out = model(inputs[idx], logits_mask=real,                    # logits (m, v)
-                        n_selected=int(n_real[host_idx].sum()))
+                        n_selected=int(n_real[host_idx].sum()), factored_logits=factored)
             layers = out.layers                                           # one per layer
             parts = objective_loss(
                 cfg.objective, out.logits, tgt, tuple(r.router_logits for r in layers),

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from ..validation import choice, fail, flag, integer, number, require
 from .checks import finite_values, tensor
 from .config import BACKENDS, MoEConfig
+from .factored_logits import FactoredLogits
 from .losses import on_cpu, selected_rows
 # the parts of a layer live in .layers; importable from here
 from .layers import (CausalSelfAttention, Experts, LayerOutput, ModelOutput,  # noqa: F401
@@ -142,7 +143,8 @@ class MoETransformer(nn.Module):
     def forward(self, idx: torch.Tensor, return_internals: bool = False,
                 backend: str | None = None,
                 logits_mask: torch.Tensor | None = None,
-                n_selected: int | None = None) -> ModelOutput:
+                n_selected: int | None = None,
+                factored_logits: bool = False) -> ModelOutput:
         """idx (b, t) token ids, t ≤ max_len → :class:`ModelOutput`.
 
         ``logits_mask`` (b, t) bool: compute logits only there (training skips padding this way:
@@ -152,6 +154,9 @@ class MoETransformer(nn.Module):
         then on a GPU the selection does not wait for the device (``losses.selected_rows``);
         without it, ``a2[logits_mask]`` has a data-dependent size and the host waits once per
         call.  On the CPU the result is the same either way (m is then checked).
+        ``factored_logits``: ``logits`` is a :class:`~.losses.FactoredLogits` (the final hidden
+        states and the unembedding) instead of the product, for a loss that multiplies it out
+        block by block (the training loop on a CPU, :func:`~.losses.next_token_cross_entropy`).
 
         Checks read metadata only (this runs in every training step): the token *values* are
         checked where data enter (``TrainData``, the evaluation functions); an id outside the
@@ -162,6 +167,7 @@ class MoETransformer(nn.Module):
         b, t = idx.shape
         require(t <= cfg.max_len, "idx.shape[1]", t, f"at most max_len={cfg.max_len}")
         return_internals = flag("return_internals", return_internals)
+        factored_logits = flag("factored_logits", factored_logits)
         if backend is not None:
             choice("backend", backend, BACKENDS)
         if logits_mask is not None:
@@ -184,7 +190,9 @@ class MoETransformer(nn.Module):
                         n_selected, f"the number of True entries of logits_mask ({a2.shape[0]})")
             else:
                 a2 = a2.reshape(b * t, -1)[selected_rows(logits_mask, n_selected)]  # (m, d)
-        logits = self.unembed(self.ln_out(a2))                            # (b, t, v) | (m, v)
+        hidden = self.ln_out(a2)                                          # (b, t, d) | (m, d)
+        logits = (FactoredLogits(hidden, self.unembed.weight, self.unembed.bias)
+                  if factored_logits else self.unembed(hidden))           # (b, t, v) | (m, v)
         return ModelOutput(logits, *first, layers=tuple(layers))
 
     def embed_tokens(self, idx: torch.Tensor) -> torch.Tensor:

@@ -140,9 +140,10 @@ html: $(STAMP) $(WHEEL)
 	@echo "HTML: $(HTML_OUT)/_build/html/index.html"
 
 # `make book` runs every chapter on one torch/BLAS thread per process, in two streams at once:
-# the chapters that train grids of models (GRID_NOTEBOOKS), one after the other in this order,
-# each keeping every core busy with its runs (the training chapter trains all its runs in one
-# pool, the bridge chapter's A-Fig. 2 runs among them, which that chapter then reads back); and
+# the chapters that train grids of models (GRID_NOTEBOOKS), the training chapter first, alone
+# (it trains all its runs in one pool, one per core, the bridge chapter's A-Fig. 2 runs among
+# them), then the others together (the bridge chapter reads those runs back, and its own work,
+# mostly one thread, fills what the two-hop grid's pool leaves of the cores); and
 # beside them the others (Monte Carlo, quadrature, searches), BOOK_JOBS at a time, longest first
 # (LONGEST_FIRST, measured on 2 cores; make -j takes them in order). Two streams, because each
 # alone leaves cores idle: a grid chapter between and after its pools (evaluation, figures, the
@@ -151,9 +152,10 @@ html: $(STAMP) $(WHEEL)
 # spin: boundary mass took 272 s that way, 71 s on one thread beside another chapter; its
 # numbers are the same). A failing chapter does not stop the others; the book is built only
 # when every chapter is ok.
-GRID_NOTEBOOKS := training bridge two_hop
+GRID_FIRST     := training
+GRID_AFTER     := bridge two_hop
+GRID_NOTEBOOKS := $(GRID_FIRST) $(GRID_AFTER)
 LONGEST_FIRST  := landscape_multi boundary_mass construction landscape soft_to_hard
-GRID_ORDER     = $(strip $(foreach n,$(GRID_NOTEBOOKS),$(filter $(n),$(ALL_NOTEBOOKS))))
 THEORY_NOTEBOOKS = $(strip $(foreach n,$(LONGEST_FIRST),$(filter $(n),$(ALL_NOTEBOOKS))) \
   $(filter-out $(GRID_NOTEBOOKS) $(LONGEST_FIRST),$(ALL_NOTEBOOKS)))
 BOOK_JOBS   ?= 2
@@ -162,8 +164,10 @@ book: $(STAMP)
 	@dev=$$($(GRID_ENV) $(PY) -m moe_book.pipeline validate --profile default \
 	        --device '$(DEVICE)' --print-device $(ALL_NOTEBOOKS)) || exit 2; \
 	export $(ONE_THREAD); \
-	$(MAKE) --no-print-directory -k $(addprefix run-,$(GRID_ORDER)) PROFILE=default \
-	  RESOLVED_DEVICE=$$dev & grids=$$!; \
+	{ $(MAKE) --no-print-directory -k $(addprefix run-,$(filter $(GRID_FIRST),$(ALL_NOTEBOOKS))) \
+	    PROFILE=default RESOLVED_DEVICE=$$dev; first=$$?; \
+	  $(MAKE) --no-print-directory -k -j2 $(addprefix run-,$(filter $(GRID_AFTER),$(ALL_NOTEBOOKS))) \
+	    PROFILE=default RESOLVED_DEVICE=$$dev && [ $$first = 0 ]; } & grids=$$!; \
 	$(MAKE) --no-print-directory -k -j$(BOOK_JOBS) $(addprefix run-,$(THEORY_NOTEBOOKS)) \
 	  PROFILE=default RESOLVED_DEVICE=$$dev; rc=$$?; \
 	wait $$grids || rc=1; \

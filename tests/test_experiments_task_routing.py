@@ -351,3 +351,30 @@ def test_parallel_workers_give_the_serial_results(tmp_path):
     assert len(list((tmp_path / "par" / "task_routing").glob("*.json"))) == 3
     with pytest.raises(ValueError, match="workers"):
         run_grid(cfgs, None, progress=False, workers=0)
+
+
+def test_collapsed_variant_reads_its_trained_ce_run_back(tmp_path, monkeypatch):
+    """The collapsed variant measures the CE run's trained model with its routing collapsed:
+    with that run's result and weights in the folder it trains nothing and measures what a
+    collapsed run trained afresh measures (training is bit-identical on one machine); without
+    them it trains."""
+    import moe_routing.model as model_api
+    from moe_routing.experiments import task_routing as tr_mod
+
+    ce = ExperimentConfig.from_flat(n_tasks=3, n_experts=3, objective="ce", steps=24, lr=1e-2,
+                                    **TINY)
+    collapsed = ce.replace(variant="collapsed")
+    fresh = run_experiment(collapsed, tmp_path / "alone")          # no CE run there: trains
+    run_experiment(ce, tmp_path / "both")
+
+    def no_training(*_a, **_k):
+        raise AssertionError("the collapsed variant trained although its CE run is there")
+
+    monkeypatch.setattr(model_api, "build_and_train", no_training)
+    reused = run_experiment(collapsed, tmp_path / "both")
+    for key in ("accuracy", "routing_object", "routing_all", "valid_mass"):
+        assert reused[key] == fresh[key], key
+    assert reused["history"]["total"] == fresh["history"]["total"]
+    with pytest.raises(AssertionError, match="trained although"):
+        run_experiment(collapsed, tmp_path / "neither")
+    assert tr_mod.run_cost(collapsed) < tr_mod.run_cost(ce.replace(steps=2))

@@ -547,8 +547,9 @@ def test_a_grid_backend_without_its_package_is_refused_before_anything_runs(exec
 
 
 def test_book_runs_the_grid_chapters_in_order_beside_the_others():
-    """`make book` runs GRID_NOTEBOOKS one after the other, training first (its pool trains
-    the bridge chapter's runs too), in one stream, and beside it every other chapter BOOK_JOBS
+    """`make book` runs GRID_NOTEBOOKS in one stream, training first and alone (its pool
+    trains the bridge chapter's runs too), then the others together; beside that stream every
+    other chapter BOOK_JOBS
     at a time, longest first, all of them on one thread: every name there is a chapter, every
     chapter with a `workers` knob (a grid of training runs) is among them, and the book is
     staged and reported once, after both streams."""
@@ -559,18 +560,23 @@ def test_book_runs_the_grid_chapters_in_order_beside_the_others():
 
     ROOT = Path(__file__).resolve().parents[1]
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    grid = re.search(r"^GRID_NOTEBOOKS\s*:=\s*(.*)$", makefile, re.M).group(1).split()
+    first = re.search(r"^GRID_FIRST\s*:=\s*(.*)$", makefile, re.M).group(1).split()
+    after = re.search(r"^GRID_AFTER\s*:=\s*(.*)$", makefile, re.M).group(1).split()
+    assert re.search(r"^GRID_NOTEBOOKS\s*:=\s*\$\(GRID_FIRST\) \$\(GRID_AFTER\)$", makefile, re.M)
+    grid = first + after
     chapters = {p.stem for p in (ROOT / "notebooks").glob("*.md") if p.stem != "README"}
     assert set(grid) <= chapters, set(grid) - chapters
-    assert grid[0] == "training" and grid.index("bridge") > 0
+    assert first == ["training"] and "bridge" in after
     default = yaml.safe_load((ROOT / "notebooks/params/default.yaml").read_text())
     with_workers = {c for c, block in default.items() if isinstance(block, dict) and "workers" in block}
     assert with_workers and with_workers <= set(grid), with_workers - set(grid)
     # the recipe (read, not run: `make -n` would still run the recursive makes)
     recipe = makefile[makefile.index("\nbook:"):].split("\n\n")[0]
     one_thread = recipe.index("export $(ONE_THREAD)")
-    grids = recipe.index("$(addprefix run-,$(GRID_ORDER))")
+    grids = recipe.index("$(addprefix run-,$(filter $(GRID_FIRST),$(ALL_NOTEBOOKS)))")
+    together = recipe.index("-j2 $(addprefix run-,$(filter $(GRID_AFTER),$(ALL_NOTEBOOKS)))")
     background = recipe.index("& grids=$$!")
+    assert grids < together < background
     theory = recipe.index("-j$(BOOK_JOBS) $(addprefix run-,$(THEORY_NOTEBOOKS))")
     wait = recipe.index("wait $$grids")
     stage = recipe.index("moe_book.pipeline stage")

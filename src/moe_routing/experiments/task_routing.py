@@ -187,7 +187,7 @@ def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = Non
     _config(cfg)
     choice("profile", profile, PROFILES)
     progress = flag("progress", progress)
-    res, model = _train_and_measure(cfg, profile, progress)
+    res, model = _train_and_measure(cfg, profile, progress, artifacts_dir)
     if artifacts_dir is not None:
         # weights first: a JSON on disk then (nearly always) has its weights beside it, and
         # an interruption in between leaves a JSON that load_model can recompute
@@ -196,8 +196,10 @@ def run_experiment(cfg: ExperimentConfig, artifacts_dir: str | Path | None = Non
     return res
 
 
-def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool):
-    """(the result dict of :func:`run_experiment`, the trained model as measured)."""
+def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool,
+                       folder: str | Path | None = None):
+    """(the result dict of :func:`run_experiment`, the trained model as measured); ``folder``:
+    where the collapsed variant looks for its trained CE run (:func:`_trained_base`)."""
     import torch
 
     from ..model import TrainData, exact_match
@@ -216,7 +218,8 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool):
         return {"accuracy": exact_match(m, te.tokens, te.object_pos,
                                         _object_targets(te)).accuracy}
 
-    model, hist = _train_variant(cfg, mcfg, data, tcfg, test_accuracy)
+    model, hist = _trained_base(cfg, folder) or _train_variant(cfg, mcfg, data, tcfg,
+                                                               test_accuracy)
     train_s = time.perf_counter() - t0
     with torch.no_grad():
         if cfg.variant == "collapsed":
@@ -234,6 +237,27 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool):
         wall_s=time.perf_counter() - t0, provenance=provenance(profile, device).as_dict(),
         **metrics)
     return res, model
+
+
+def _trained_base(cfg: ExperimentConfig, folder: str | Path | None):
+    """For the collapsed variant, ``(model, history)`` of its CE run when ``folder`` holds that
+    run's result and weights, else None (then it is trained here).  The variant *is* the
+    trained CE model, measured with its routing collapsed, and its training is that run's
+    step for step (same configuration, data order and seed: bit for bit on one machine), so
+    reading it back measures the same model without training it twice; the grid starts the
+    variant last (:func:`run_cost`), when its CE run is written."""
+    if cfg.variant != "collapsed" or folder is None:
+        return None
+    from ..model.train import History
+
+    base = cfg.replace(variant="none")
+    res, _problem = _read_cached(base, folder)
+    if res is None or not weights_path(base, folder).exists():
+        return None
+    h = res["history"]
+    hist = History(step=h["step"], total=h["total"], ce=h["ce"], lb=h["lb"],
+                   router=h["router"], evals=h["evals"], tokens_per_s=h["tokens_per_s"])
+    return _read_weights(base, weights_path(base, folder)), hist
 
 
 def _train_variant(cfg: ExperimentConfig, mcfg, data, tcfg, eval_fn):
@@ -342,9 +366,12 @@ def run_cost(cfg: ExperimentConfig) -> float:
     (longest first, :func:`~.grid.run_cached_grid`), never a result.  Steps × sentences per
     step × (the vocabulary's size, about the tasks' facts, plus the rest of the step's work);
     0 for the untrained variant.  On 2 cores it puts the 20-task runs (about 25 s each) before
-    the 10-task ones (about 20 s) and the stopped-early and untrained variants last."""
+    the 10-task ones (about 20 s) and the stopped-early, collapsed and untrained variants
+    last."""
     if cfg.variant == "untrained":
         return 0.0
+    if cfg.variant == "collapsed":               # its CE run read back (_trained_base)
+        return 1.0
     return float(cfg.train.steps * cfg.train.batch_size
                  * (cfg.data.n_tasks * cfg.data.n_pairs + 1000))
 

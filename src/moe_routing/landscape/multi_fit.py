@@ -115,7 +115,7 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
     ridge = check.number("ridge", ridge, low=0)
     return_gram = check.flag("return_gram", return_gram)
     P = gates(X, phi, tau, K)                                           # (S, n, K)
-    S, n, _ = P.shape
+    n = P.shape[1]
     if moments is not None:
         p_ = X.shape[1] + 1
         check.require(isinstance(moments, tuple) and len(moments) == 3, "moments", moments,
@@ -123,18 +123,29 @@ def soft_refit(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tens
         check.finite_tensor("moments[0]", moments[0], shape=(n, p_ * (p_ + 1) // 2))
         check.finite_tensor("moments[2]", moments[2], shape=(n, p_))
     Q, iu, XF = moments if moments is not None else _sample_moments(X, fstar)
-    p = XF.shape[1]
     ku = torch.triu_indices(K, K)
     PP = P[..., ku[0]] * P[..., ku[1]]                                  # (S, n, K(K+1)/2)
-    Gu = PP.transpose(1, 2) @ Q / n                                     # (S, K(K+1)/2, p(p+1)/2)
-    G = Gu.reshape(S, -1)[:, _gram_index(K, p)].reshape(S, K * p, K * p)   # (S, K·p, K·p)
-    c = (P.transpose(1, 2) @ XF / n).reshape(S, K * p)                  # (S, K·p)
-    G = G + ridge * torch.eye(K * p, dtype=G.dtype)
-    theta = torch.linalg.solve(G, c[..., None])[..., 0]                 # (S, K·p)
-    risk = (fstar ** 2).mean() - (c * theta).sum(-1)
+    Gu = PP.transpose(1, 2) @ Q                                         # (S, K(K+1)/2, p(p+1)/2)
+    c = P.transpose(1, 2) @ XF                                          # (S, K, p)
+    G, theta, risk = _normal_solve(Gu, c, n, ridge, (fstar ** 2).mean())
     if return_gram:
-        return theta.reshape(-1, K, p), risk, P, G
-    return theta.reshape(-1, K, p), risk
+        return theta, risk, P, G
+    return theta, risk
+
+
+def _normal_solve(Gu: torch.Tensor, c: torch.Tensor, n: int, ridge: float, f2):
+    """The last step of every soft refit: from the sums over the ``n`` sample points of the
+    gate-pair × feature-pair products ``Gu`` (S, K(K+1)/2, p(p+1)/2) and of the gated targets
+    ``c`` (S, K, p), the ridged Gram matrix ``G`` (S, K·p, K·p), the least-squares ``theta``
+    (S, K, p) and the profiled risk ``f2 − cᵀθ`` (S,) (``f2 = E[f*²]``).  One function for
+    :func:`soft_refit` (differentiable) and the blocked, no-autograd refit of
+    :class:`.profiled.ProfiledObjective`, so that both solve the same normal equations."""
+    S, K, p = c.shape
+    G = (Gu / n).reshape(S, -1)[:, _gram_index(K, p)].reshape(S, K * p, K * p)
+    G = G + ridge * torch.eye(K * p, dtype=G.dtype)
+    cf = (c / n).reshape(S, K * p)                                      # (S, K·p)
+    theta = torch.linalg.solve(G, cf[..., None])[..., 0]                # (S, K·p)
+    return G, theta.reshape(S, K, p), f2 - (cf * theta).sum(-1)
 
 
 def soft_refit_reference(phi: torch.Tensor, tau: float, X: torch.Tensor, fstar: torch.Tensor, K: int,

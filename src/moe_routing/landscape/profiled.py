@@ -40,7 +40,7 @@ import torch
 
 from .. import validation as check
 from .common import features, sobol_normal
-from .multi_fit import RIDGE, _gram_index, _sample_moments, soft_refit, soft_risk
+from .multi_fit import RIDGE, _normal_solve, _sample_moments, soft_refit, soft_risk
 from .multi_region import (MultiRegionTeacher, chart_dim, chart_points, chart_radius, helmert,
                            logits_from_phi, normalise, retract, tangent_basis)
 
@@ -225,12 +225,8 @@ class ProfiledObjective:
                 torch.mul(Pb[:, i], Pb[:, j], out=PP[:, r, :nb])
             Gu += PP[:, :, :nb] @ Q[sl]                                     # (S, pairs, p(p+1)/2)
             c += Pb @ XF[sl]                                                # (S, K, p)
-        G = (Gu / n).reshape(S, -1)[:, _gram_index(K, p)].reshape(S, K * p, K * p)
-        G = G + RIDGE * torch.eye(K * p, dtype=torch.float64)
-        c = (c / n).reshape(S, K * p)
-        theta = torch.linalg.solve(G, c[..., None])[..., 0]                 # (S, K·p)
-        risk = self._f2 - (c * theta).sum(-1)
-        return P, G, theta.reshape(S, K, p), risk
+        G, theta, risk = _normal_solve(Gu, c, n, RIDGE, self._f2)
+        return P, G, theta, risk
 
     @torch.no_grad()
     def _closed_form(self, phi: np.ndarray, T: np.ndarray, tau: float, order: int):

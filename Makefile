@@ -8,7 +8,8 @@
 #                                  TORCH_INDEX=https://download.pytorch.org/whl/cu128; PyPI's own
 #                                  torch (CUDA on Linux, ~3 GB of NVIDIA wheels): TORCH_INDEX=
 #   make book                      execute all chapters (default profile) and build the HTML
-#   make test                      the whole test suite (smoke execution, book build, browser)
+#   make test                      the whole test suite (smoke execution, book build, browser),
+#                                  in two lanes at once (TEST_LANES=1: one after the other)
 #   make unit                      the tests without the book builds (`pytest -m "not book"`)
 #   make execute PROFILE=smoke|default|paper DEVICE=auto|cpu|cuda [NOTEBOOKS="a b"]
 #                [FORCE=1] [TIMEOUT=seconds per cell] [EXECUTOR=local|ray|slurm] [WORKERS=n|auto]
@@ -230,15 +231,34 @@ OTHER_DISPATCH := MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default OPE
 
 # Without a Chromium the browser checks are skipped (listed, with the reason, at the end of the
 # run) and everything else runs; MOE_REQUIRE_BROWSER=1 (CI) makes a missing browser an error.
+#
+# The suite runs in two lanes at once, one per core, every process on one torch/BLAS thread
+# (OpenMP threads spinning on shared cores slow each other down many times over): the book lane
+# (BOOK_TESTS: the smoke book's execution and HTML, the student edition, the PDF, the browser
+# checks, the assignments), whose output goes to TEST_BOOK_LOG and is printed when it ends, and
+# the unit lane (every other test, then the kernel tests again under OTHER_DISPATCH). The lanes
+# share nothing: the unit tests build their projects under pytest's temporary folders.
+# TEST_LANES=1 runs the two one after the other.
+BOOK_TESTS    := book or assignments
+TEST_BOOK_LOG := build/test-book.log
+TEST_LANES    ?= 2
 test: $(STAMP) poppler
 	$(VENV)/bin/ruff check src tooling tests benchmarks book/_ext scripts
 	$(PY) -m moe_book.chapter_lint
 	@$(MAKE) --no-print-directory chromium || { \
 	  if [ "$${MOE_REQUIRE_BROWSER:-0}" = 1 ]; then echo "error: MOE_REQUIRE_BROWSER=1 and no usable Chromium" >&2; exit 1; fi; \
 	  echo "warning: no Chromium: the browser checks and the PDF tests are SKIPPED (listed at the end); MOE_REQUIRE_BROWSER=1 makes this an error"; }
-	$(PY) -m pytest -q -rs
-	@echo "== numerical tests again under $(OTHER_DISPATCH)"
-	env $(OTHER_DISPATCH) $(PY) -m pytest -q -p no:cacheprovider -m "kernels and not book and not assignments and not training"
+	@mkdir -p $(dir $(TEST_BOOK_LOG)); export $(ONE_THREAD); \
+	book_lane() { $(PY) -m pytest -q -rs -p no:cacheprovider -m "$(BOOK_TESTS)" > $(TEST_BOOK_LOG) 2>&1; }; \
+	if [ '$(TEST_LANES)' = 1 ]; then book_lane; brc=$$?; book=; \
+	else echo "== the book tests ($(BOOK_TESTS)) run beside the others; their log: $(TEST_BOOK_LOG)"; \
+	  book_lane & book=$$!; trap 'kill $$book 2>/dev/null' INT TERM; fi; \
+	$(PY) -m pytest -q -rs -m "not ($(BOOK_TESTS))"; rc=$$?; \
+	echo "== numerical tests again under $(OTHER_DISPATCH)"; \
+	env $(OTHER_DISPATCH) $(PY) -m pytest -q -p no:cacheprovider -m "kernels and not book and not assignments and not training" || rc=1; \
+	if [ -n "$$book" ]; then wait $$book; brc=$$?; fi; \
+	echo "== the book tests ($(BOOK_TESTS)), exit status $$brc"; cat $(TEST_BOOK_LOG); \
+	[ $$rc = 0 ] && [ $$brc = 0 ]
 
 unit: $(STAMP)
 	$(PY) -m pytest -q -m "not book"

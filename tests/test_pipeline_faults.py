@@ -223,6 +223,42 @@ def test_full_disk_at_the_atomic_write_layer(tmp_path, monkeypatch):
     assert sorted(p.name for p in target.parent.iterdir()) == ["state.json"]
 
 
+SIGTERM_MID_WRITE = """\
+import os, signal, sys
+from moe_routing import atomic
+if sys.argv[2] == "clean":
+    atomic.clean_exit_on_sigterm()
+real_fsync = os.fsync
+
+def fsync(fd):                        # SIGTERM lands mid-write: written, not yet renamed
+    os.kill(os.getpid(), signal.SIGTERM)
+    real_fsync(fd)
+
+os.fsync = fsync
+atomic.atomic_write_json(sys.argv[1], {"good": False})
+print("survived")
+"""
+
+
+@pytest.mark.parametrize("mode", ["clean", "default"])
+def test_sigterm_mid_write_leaves_no_temporary_in_a_clean_exit_process(tmp_path, mode):
+    """A grid's local workers are stopped with SIGTERM; with the handler they exit 143 and the
+    write in flight leaves nothing; SIGTERM's default action (the control) leaves the
+    temporary, which is what the handler exists for."""
+    target = tmp_path / "out" / "result.json"
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_MID_WRITE, str(target), mode],
+                          capture_output=True, text=True, timeout=60)
+    assert "survived" not in proc.stdout
+    left = sorted(p.name for p in target.parent.iterdir())
+    if mode == "clean":
+        assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+        assert left == [], left
+    else:
+        assert proc.returncode == -signal.SIGTERM, proc.stderr
+        assert len(left) == 1 and left[0].startswith(".result.json.") and \
+            left[0].endswith(".tmp"), left
+
+
 def test_successful_execution_logs_no_error(project):
     proc = cli_run(project)
     out, err = proc.communicate(timeout=120)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
+
+#: the temporaries this process is writing (see :func:`clean_exit_on_sigterm`)
+_IN_FLIGHT: set[str] = set()
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -18,6 +22,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _IN_FLIGHT.add(tmp)
     umask = os.umask(0)
     os.umask(umask)
     try:
@@ -31,6 +36,29 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    finally:
+        _IN_FLIGHT.discard(tmp)
+
+
+def clean_exit_on_sigterm() -> None:
+    """Make SIGTERM remove this process's temporaries in flight, then exit with status 143.
+
+    An exception (Ctrl-C's ``KeyboardInterrupt``) unwinds through :func:`atomic_write_bytes`,
+    which removes its temporary; SIGTERM's default action ends the process where it stands,
+    leaving a ``.<name>.*.tmp`` beside the target when it lands during a write.  A grid's local
+    workers write their own results and are stopped with SIGTERM when the grid is interrupted,
+    so they call this first.  The handler runs between two bytecodes of the main thread, so
+    what it removes is exactly what the writes in flight had created and not yet renamed."""
+    signal.signal(signal.SIGTERM, _remove_in_flight_and_exit)
+
+
+def _remove_in_flight_and_exit(signum, _frame) -> None:
+    for tmp in list(_IN_FLIGHT):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    os._exit(128 + signum)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -15,6 +15,10 @@ from ..validation import integer
 from .executor_tasks import Plan, Task, _call, one_line
 
 
+#: seconds to wait for a stopped worker to exit before it is killed
+JOIN_S = 10.0
+
+
 def _worker_init(threads: int, gpu_slot=None) -> None:
     """A local worker process: the caller's torch thread count and, for CUDA grids, its own GPU.
 
@@ -24,6 +28,9 @@ def _worker_init(threads: int, gpu_slot=None) -> None:
     enough to share one) and a run's ``device="cuda"`` means that GPU."""
     import torch
 
+    from ..atomic import clean_exit_on_sigterm
+
+    clean_exit_on_sigterm()              # stopped mid-write, a worker leaves no temporary behind
     torch.set_num_threads(threads)
     if gpu_slot is not None and torch.cuda.is_available():
         with gpu_slot.get_lock():
@@ -61,5 +68,11 @@ def _run_pool(fn, tasks: list[Task], how: Plan, finish) -> None:
         for p in procs:
             with contextlib.suppress(Exception):
                 p.terminate()
+        for p in procs:                  # none still writes once the interruption propagates
+            with contextlib.suppress(Exception):
+                p.join(JOIN_S)
+                if p.is_alive():
+                    p.kill()
+                    p.join(JOIN_S)
         raise
     pool.shutdown(wait=True)

@@ -47,8 +47,9 @@ def clean_exit_on_sigterm() -> None:
     which removes its temporary; SIGTERM's default action ends the process where it stands,
     leaving a ``.<name>.*.tmp`` beside the target when it lands during a write.  A grid's local
     workers write their own results and are stopped with SIGTERM when the grid is interrupted,
-    so they call this first.  The handler runs between two bytecodes of the main thread, so
-    what it removes is exactly what the writes in flight had created and not yet renamed."""
+    so they call this first.  The handler runs between two bytecodes of the main thread and
+    removes the temporaries registered and not yet renamed; a signal in the few bytecodes
+    between ``mkstemp`` creating a temporary and its registration still leaves that one."""
     signal.signal(signal.SIGTERM, _remove_in_flight_and_exit)
 
 

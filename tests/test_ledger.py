@@ -127,3 +127,25 @@ def test_the_profile_is_shown_in_the_box_and_stored(tmp_path):
     assert json.loads((tmp_path / "claims.json").read_text())[0]["profile"] == "default"
     with pytest.raises(ValueError, match="profile"):
         Ledger(tmp_path, notebook="demo", profile="huge")
+
+
+def test_whose_claim_decides_which_words_it_can_receive():
+    """A paper's claim can be "not reproduced", never "not supported" or "our extension"; the
+    book's own (X-) claim the reverse: the ledger refuses a rule's word given to the wrong kind
+    of claim (a rule of the book read "not reproduced", as if someone's result had failed)."""
+    led = Ledger(None, notebook="demo")
+    with pytest.raises(ValueError, match="book's own claim"):
+        led.record("X-demo", where="here", claim="ours", measured="m",
+                   verdict=Verdict("not reproduced", "r", "rule"))
+    with pytest.raises(ValueError, match="a claim of a paper"):
+        led.record("A-task-complexity", measured="m",
+                   verdict=Verdict("our extension", "r", "rule"))
+    with pytest.raises(ValueError, match="a claim of a paper"):
+        led.record("A-task-complexity", measured="m",
+                   verdict=Verdict("not supported", "r", "rule"))
+    for word in ("inconclusive", "not supported", "our extension"):
+        assert led.record("X-demo", where="here", claim="ours", measured="m",
+                          verdict=Verdict(word, "r", "rule")).verdict == word
+    for word in ("inconclusive", "not reproduced"):
+        assert led.record("A-task-complexity", measured="m",
+                          verdict=Verdict(word, "r", "rule")).verdict == word

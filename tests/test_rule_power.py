@@ -1,10 +1,12 @@
-"""The training chapter's verdict rules have power: real broken models read "not reproduced".
+"""The training chapter's verdict rules have power: real broken models get the negative word,
+undecidable ones (untrained, stopped early) read "inconclusive".
 
 Real (short) training runs at a small size: the A-Fig. 2-style configuration (4 tasks, 3
 experts) with the three objectives, its broken variants (``moe_routing.experiments.power``) and
 a dense model of the same total parameters.  Every (rule, variant) pair of ``MUST_FAIL`` must
-read *not reproduced* (or be refused), while the working model passes the routing rules and the
-convergence rule -- so neither side of the table is vacuous.
+read its negative word (or be refused), every pair of ``MUST_ABSTAIN`` *inconclusive*, while the
+working model passes the routing rules and the convergence rule -- so no side of the table is
+vacuous.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import pytest
 import torch
 
 from moe_routing.experiments import ExperimentConfig, run_grid
-from moe_routing.experiments.power import MUST_FAIL, RULES, VARIANT_NAMES, broken_configs, power_table
+from moe_routing.experiments.power import (ABSTAIN, MUST_ABSTAIN, MUST_FAIL, NEGATIVE, RULES,
+                                           VARIANT_NAMES, broken_configs, power_table)
 
 pytestmark = pytest.mark.training
 
@@ -46,9 +49,21 @@ def test_every_rule_meets_every_variant(table):
 
 
 @pytest.mark.parametrize("pair", sorted(MUST_FAIL), ids=lambda p: f"{p[0]}-{p[1]}")
-def test_broken_models_are_not_reproduced(table, pair):
+def test_broken_models_get_the_negative_word(table, pair):
     row = table[pair]
-    assert row.verdict in ("not reproduced", "refused"), row.reason
+    assert row.verdict in NEGATIVE and row.ok, row.reason
+
+
+@pytest.mark.parametrize("pair", sorted(MUST_ABSTAIN), ids=lambda p: f"{p[0]}-{p[1]}")
+def test_undecidable_models_are_inconclusive(table, pair):
+    """An untrained model, or a run stopped while still improving, cannot decide a claim
+    either way: the rule must say so rather than refute (or confirm) it."""
+    row = table[pair]
+    assert row.verdict in ABSTAIN and row.ok, row.reason
+
+
+def test_no_pair_must_both_fail_and_abstain():
+    assert not MUST_FAIL & MUST_ABSTAIN
 
 
 def test_the_working_model_passes_the_rules_it_should(table):

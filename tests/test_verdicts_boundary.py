@@ -59,8 +59,8 @@ def test_bm_exponents_three_outcomes():
     cis = [(0.49, 0.51), (1.98, 2.03)]
     assert rules.bm_exponents(cis, [0.5, 2.0]).verdict == "our extension"
     assert rules.bm_exponents(cis, [0.5, 2.07]).verdict == "partly"          # 0.04 ≤ 0.05
-    assert rules.bm_exponents(cis, [0.5, 2.09]).verdict == "not reproduced"  # 0.06 > 0.05
-    assert rules.bm_exponents(cis, [0.43, 2.0]).verdict == "not reproduced"  # 0.06 below
+    assert rules.bm_exponents(cis, [0.5, 2.09]).verdict == "not supported"  # 0.06 > 0.05
+    assert rules.bm_exponents(cis, [0.43, 2.0]).verdict == "not supported"  # 0.06 below
 
 
 # ---------------------------------------------------------------- B-bm-multi (paper B's claim)
@@ -136,7 +136,7 @@ def test_bm_sharp_standard_error_widens_the_test():
 
 @pytest.mark.parametrize("sharp,verdict", [
     ([0.398, 0.665], "partly"),              # outside, 3.8 % off
-    ([0.398, 0.650], "not reproduced"),      # outside, 6.2 % off
+    ([0.398, 0.650], "not supported"),      # outside, 6.2 % off
 ])
 def test_bm_sharp_constant_thresholds(sharp, verdict):
     assert rules.bm_sharp(**dict(SHARP, sharp=sharp, sharp_se=[0.0, 0.0])).verdict == verdict
@@ -144,7 +144,7 @@ def test_bm_sharp_constant_thresholds(sharp, verdict):
 
 def test_bm_sharp_union_constant_in_place_of_the_sharp_one_fails():
     # a union constant (twice the sharp one) is far outside the Monte Carlo interval
-    assert rules.bm_sharp(**dict(SHARP, sharp=[0.8, 1.4])).verdict == "not reproduced"
+    assert rules.bm_sharp(**dict(SHARP, sharp=[0.8, 1.4])).verdict == "not supported"
 
 
 # ---------------------------------------------------------------- B-risk-linear / B-risk-alpha

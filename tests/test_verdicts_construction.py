@@ -66,8 +66,8 @@ def test_expert_size_is_decided_by_the_task_experts():
 def test_junction_expert_is_our_extension_when_it_grows():
     v = vc.junction_expert([5, 10, 20], [29, 61, 134])
     assert v.verdict == "our extension" and "29 (5 tasks) → 61 (10 tasks)" in v.reason
-    assert vc.junction_expert([5, 10], [29, 29]).verdict == "not reproduced"       # no growth
-    assert vc.junction_expert([5, 10, 20], [29, 61, 60]).verdict == "not reproduced"  # shrinks
+    assert vc.junction_expert([5, 10], [29, 29]).verdict == "not supported"       # no growth
+    assert vc.junction_expert([5, 10, 20], [29, 61, 60]).verdict == "not supported"  # shrinks
     assert vc.junction_expert([5, 10], [29, 30]).verdict == "our extension"
     assert vc.junction_expert([5], [29]).verdict == "partly"
     with pytest.raises(ValueError, match="junction_sizes"):

@@ -34,22 +34,22 @@ def test_one_layer_only_or_one_contrast_only_is_partly():
 
 def test_the_reverse_or_no_separation_is_not_reproduced():
     reverse = hf_same_contrast(LIB, mix((0.9, 0.9, 0.2), (0.9, 0.9, 0.2)))
-    assert reverse.verdict == "not reproduced" and "none shown" in reverse.reason
+    assert reverse.verdict == "not supported" and "none shown" in reverse.reason
     overlap = hf_same_contrast(LIB, mix((0.5, 0.5, 0.55), (0.5, 0.5, 0.55)))
-    assert overlap.verdict == "not reproduced"
+    assert overlap.verdict == "not supported"
 
 
 def test_a_library_without_a_contrast_has_nothing_to_reproduce():
     flat = {o: [(0.5, 0.4, 0.6)] for o in LIB}
     v = hf_same_contrast(flat, mix((0.2, 0.3, 0.9), (0.1, 0.2, 0.7)))
-    assert v.verdict == "not reproduced" and "no contrast to reproduce" in v.reason
+    assert v.verdict == "not supported" and "no contrast to reproduce" in v.reason
 
 
 def test_the_direction_is_the_librarys():
     # a library whose CE routes *more* by task than CE + task router: Mixtral must agree
     rev = {"ce": [(0.8, 0.7, 0.9)], "ce+lb": [(0.8, 0.7, 0.9)], "ce+router": [(0.2, 0.1, 0.3)]}
     assert hf_same_contrast(rev, mix((0.9, 0.9, 0.2), (0.9, 0.9, 0.2))).verdict == "our extension"
-    assert hf_same_contrast(rev, mix((0.2, 0.3, 0.9), (0.1, 0.2, 0.7))).verdict == "not reproduced"
+    assert hf_same_contrast(rev, mix((0.2, 0.3, 0.9), (0.1, 0.2, 0.7))).verdict == "not supported"
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -83,7 +83,7 @@ def test_the_rule_reads_real_measurements(real_comparisons):
     swapped = mixtral.nmi_by_layer()
     swapped["ce"], swapped["ce+router"] = swapped["ce+router"], swapped["ce"]
     swapped["ce+lb"] = swapped["ce+router"]
-    assert hf_same_contrast(lib.nmi_by_layer(), swapped).verdict == "not reproduced"
+    assert hf_same_contrast(lib.nmi_by_layer(), swapped).verdict == "not supported"
 
 @pytest.fixture(scope="module")
 def real_comparisons(tmp_path_factory):

@@ -42,6 +42,6 @@ def test_complexity_bound_refuses_impossible_counts():
 def test_shared_prefixes_one_is_enough():
     assert vk.shared_prefixes(1, 100).verdict == "our extension"
     v = vk.shared_prefixes(0, 100)
-    assert v.verdict == "not reproduced" and "100" in v.reason
+    assert v.verdict == "not supported" and "100" in v.reason
     with pytest.raises(ValueError, match="n_ambiguous"):
         vk.shared_prefixes(101, 100)

@@ -56,7 +56,7 @@ def test_multi_recovery_all_some_none():
     check(V.multi_region_recovery(**args), "our extension", "all 2 teachers")
     check(V.multi_region_recovery(**{**args, "expert_exponents": [1.1, 0.4]}), "partly", "b:")
     check(V.multi_region_recovery(**{**args, "teacher": [[True] * 4, [True] * 3 + [False]]}),
-          "not reproduced", "b: the global minimiser")
+          "not supported", "b: the global minimiser")
 
 
 # ------------------------------------------------------------------------------ saddles
@@ -82,14 +82,14 @@ def test_multi_saddles():
           "without a point")
     check(V.multi_region_saddles(["a", "b"], [2, 1], [1, 1], [1, 1], 0.01), "partly",
           "not found again")
-    check(V.multi_region_saddles(["a", "b"], [2, 1], [2, 1], [1, 1], 0.01), "not reproduced")
-    check(V.multi_region_saddles(["a", "b"], [3, 1], [2, 1], [1, 1], 0.01), "not reproduced")
+    check(V.multi_region_saddles(["a", "b"], [2, 1], [2, 1], [1, 1], 0.01), "not supported")
+    check(V.multi_region_saddles(["a", "b"], [3, 1], [2, 1], [1, 1], 0.01), "not supported")
 
 
 # ------------------------------------------------------------------------------ first order
 
 @pytest.mark.parametrize("e, c, expected", [(1.09, 0.91, "our extension"), (1.11, 0.95, "partly"),
-                                            (1.0, 1.12, "partly"), (1.2, 0.8, "not reproduced")])
+                                            (1.0, 1.12, "partly"), (1.2, 0.8, "not supported")])
 def test_first_order_quadrature_threshold(e, c, expected):
     check(V.first_order_laws(["K2"], [e], [c]), expected, "±0.10")
 
@@ -97,12 +97,12 @@ def test_first_order_quadrature_threshold(e, c, expected):
 def test_first_order_sampling_widens_tolerance():
     # 3/√100 = 0.3 more: a 35 % miss passes with 100 layer points, fails with 10 000
     check(V.first_order_laws(["K3"], [1.35], [0.7], [100]), "our extension", "±0.40")
-    check(V.first_order_laws(["K3"], [1.35], [0.7], [10_000]), "not reproduced", "±0.13")
+    check(V.first_order_laws(["K3"], [1.35], [0.7], [10_000]), "not supported", "±0.13")
 
 
 def test_shape_derivative_threshold():
     check(V.shape_derivative(9e-7), "our extension")
-    check(V.shape_derivative(2e-6), "not reproduced")
+    check(V.shape_derivative(2e-6), "not supported")
 
 
 # ------------------------------------------------------------------------------ symmetry

@@ -21,13 +21,13 @@ from pathlib import Path
 import yaml
 
 from .atomic import atomic_write_json
-from .verdicts import Verdict
+from .verdicts import OUR_VERDICTS, PAPER_VERDICTS, Verdict
 
 # Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
 # without an emoji font.
 BADGES = {"reproduced": "✓", "reproduced for our construction": "☑",
           "holds by definition": "≡", "partly": "◐", "not reproduced": "✗",
-          "our extension": "+"}
+          "inconclusive": "?", "our extension": "+", "not supported": "⊘"}
 # Where a statement about a paper comes from (what is known of the papers is their abstracts
 # and summaries of them; the full texts were not available to the book).
 SOURCES = ("abstract", "summary", "secondary", "ours")
@@ -155,6 +155,11 @@ class Ledger:
         if source is not None and source not in SOURCES:
             raise ValueError(f"source = {source!r} is not allowed; accepted: {', '.join(SOURCES)}")
         reg = registry()
+        allowed = OUR_VERDICTS if id.startswith("X-") else PAPER_VERDICTS
+        if verdict.verdict not in allowed:
+            whose = "the book's own claim" if id.startswith("X-") else "a claim of a paper"
+            raise ValueError(f"verdict = {verdict.verdict!r} (rule {verdict.rule}) is not allowed "
+                             f"for {id!r}, {whose}; accepted: " + ", ".join(map(repr, allowed)))
         if id.startswith("X-"):
             if not (where and claim):
                 raise ValueError(f"extension claim {id!r} needs both `where` and `claim`")

@@ -42,14 +42,16 @@ GROUP_TITLES = {
                                        "construction or hypotheses",
     "holds by definition": "Holds by definition — tabulated, not a result",
     "partly": "Only partly, and why",
-    "not reproduced": "Not reproduced",
+    "not reproduced": "Not reproduced — adequate evidence against the claim",
+    "inconclusive": "Inconclusive — the evidence cannot decide, either way",
     "our extension": "Our extensions",
+    "not supported": "Not supported — the book's own hypotheses that the evidence does not bear out",
     "pending": "Not measured in this build",
 }
 
 #: verdicts that need a reason beside them: the "why not fully" column
 NOT_FULLY = ("reproduced for our construction", "holds by definition", "partly",
-             "not reproduced")
+             "not reproduced", "inconclusive", "not supported")
 
 _EMPIRICAL = re.compile(r"\bfig\b|fig\.|experiment|measurement|trained|training", re.I)
 _DEFINITION = re.compile(r"knowledge model|definition", re.I)
@@ -159,7 +161,11 @@ def findings_page(rows: list[dict], profile: str) -> str:
            "for the book's own construction or model, which adds hypotheses of its own), "
            "≡ *holds by definition* (the statement follows from the definitions; what was "
            "checked is the book's implementation of them), "
-           "◐ *partly*, ✗ *not reproduced*, + *our extension* (a result of the book itself).", ""]
+           "◐ *partly*, ✗ *not reproduced* (adequate evidence against a paper's claim), "
+           "? *inconclusive* (the evidence cannot decide, in either direction: runs that had "
+           "not converged, intervals too wide, a quantity the model cannot test at its size), "
+           "+ *our extension* (a result of the book itself), ⊘ *not supported* (a hypothesis of "
+           "the book itself that the evidence does not bear out).", ""]
     for paper, heading, lead in _PAPERS:
         sel = _paper_rows(rows, paper)
         out += [f"## {heading}", "", lead, "",

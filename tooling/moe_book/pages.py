@@ -195,8 +195,12 @@ def ledger_page(project, profile: str) -> str:
         "construction (which adds parts and hypotheses of its own); *holds by definition* — "
         "the statement follows from the definitions, so what was checked is our "
         "implementation of them, not a result; *partly* — part of the "
-        "claim holds, or only under conditions the reason states; *not reproduced* — our "
-        "measurement disagrees; *our extension* — a claim of the book itself, not of the papers.",
+        "claim holds, or only under conditions the reason states; *not reproduced* — adequate "
+        "evidence (converged runs, intervals that resolve the difference, a quantity the "
+        "model can test at its size) disagrees with a paper's claim; *inconclusive* — the "
+        "evidence cannot decide, in either direction; *our extension* — a claim of the book "
+        "itself, not of the papers, that held; *not supported* — a claim of the book itself "
+        "that the evidence does not bear out.",
         "",
         "Source: where our knowledge of the statement comes from — the paper's *abstract*, the "
         "*summary* of the paper the book was given, a *secondary summary* (a reading digest, "

@@ -10,9 +10,10 @@ what each rule is given is stated here once:
   object position, the designated-routing NMI ceiling (from the CE run's task totals), the
   expert loads' normalised entropy and test accuracy (:func:`diffuse`); the router run's
   diagonal mass at the task-determined positions (:func:`aligned`);
-* accuracies of grid cells as intervals (:func:`cell_interval`): mean over seeds with the larger
-  of the seed spread and the binomial error of the test set (:func:`comparable`,
-  :func:`in_band`, :func:`active`);
+* accuracies of grid cells as intervals (:func:`cell_interval`): mean over seeds, the seed
+  spread and the test set's error clustered by fact (:func:`in_band`), and two cells compared by
+  their per-seed **paired differences** (:func:`cell_difference`; :func:`comparable`,
+  :func:`active`);
 * convergence of every distinct run (:func:`converged`).
 """
 
@@ -27,7 +28,8 @@ from .. import routing_metrics as rm
 from ..validation import fail, require
 from ..verdicts import Verdict
 from ..verdicts import training as rules
-from .accuracy import AccuracyInterval, accuracy_interval
+from .accuracy import (AccuracyInterval, PairedDifference, accuracy_interval,
+                       paired_difference, shared_sampling_error)
 from .task_routing import convergence
 
 
@@ -40,10 +42,54 @@ def _results(name: str, results) -> list[dict]:
     return list(results)
 
 
+def _sentences(rs: list[dict]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(S, n) per-sentence correctness and (n,) facts of runs scored on one test set, or None
+    when a run did not record them or the test sets differ."""
+    if not all("test_correct" in r and "test_fact" in r for r in rs):
+        return None
+    facts = np.asarray(rs[0]["test_fact"])
+    if any(not np.array_equal(np.asarray(r["test_fact"]), facts) for r in rs[1:]):
+        return None
+    return np.array([r["test_correct"] for r in rs], dtype=float), facts
+
+
+def _by_seed(name: str, results: Sequence[dict]) -> dict[int, dict]:
+    """Seed -> run.  One run listed twice (a one-expert run shared by the three objectives'
+    cells: the same key) counts once; two different runs with one seed are refused."""
+    out: dict[int, dict] = {}
+    for r in _results(name, results):
+        seed = int(r["config"]["seed"])
+        if seed in out and out[seed].get("key", id(out[seed])) != r.get("key", id(r)):
+            fail(f"{name} seeds", seed, "one run per seed (two different runs share this seed)")
+        out[seed] = r
+    return out
+
+
 def cell_interval(results: Sequence[dict]) -> AccuracyInterval:
-    """Accuracy interval of the runs of one cell (its seeds)."""
-    rs = _results("results", results)
-    return accuracy_interval([r["accuracy"] for r in rs], [r["n_test"] for r in rs])
+    """Accuracy interval of the runs of one cell (one per seed): the seed spread and the test
+    set's error clustered by fact (binomial where the runs did not record their sentences)."""
+    rs = list(_by_seed("results", results).values())      # a shared run counts once
+    accs = [r["accuracy"] for r in rs]
+    sent = _sentences(rs)
+    if sent is None:
+        return accuracy_interval(accs, [r["n_test"] for r in rs])
+    return accuracy_interval(accs, test=shared_sampling_error(*sent))
+
+
+def cell_difference(a: Sequence[dict], b: Sequence[dict]) -> PairedDifference:
+    """Paired difference of test exact match ``a − b`` over the seeds both cells ran (seed ``s``
+    fixes initialisation and data order in both), with the test set's error of the per-sentence
+    differences clustered by fact.  With one common seed, the test set's error alone."""
+    ra, rb = _by_seed("a", a), _by_seed("b", b)
+    seeds = sorted(set(ra) & set(rb))
+    require(len(seeds) >= 1, "seeds", f"a {sorted(ra)}, b {sorted(rb)}", "a seed in common")
+    pa, pb = [ra[s] for s in seeds], [rb[s] for s in seeds]
+    sa, sb = _sentences(pa), _sentences(pb)
+    test = None
+    if sa is not None and sb is not None and np.array_equal(sa[1], sb[1]):
+        test = shared_sampling_error(sa[0] - sb[0], sa[1])
+    xa, xb = [r["accuracy"] for r in pa], [r["accuracy"] for r in pb]
+    return paired_difference(xa, xb, test=test)
 
 
 def _cell(r: dict) -> tuple[int, int, str]:
@@ -53,10 +99,7 @@ def _cell(r: dict) -> tuple[int, int, str]:
 
 def cells(results: Sequence[dict]) -> dict[tuple[int, int, str], AccuracyInterval]:
     """(n_tasks, n_experts, objective) -> accuracy interval over the cell's seeds."""
-    groups: dict[tuple[int, int, str], list[dict]] = defaultdict(list)
-    for r in _results("results", results):
-        groups[_cell(r)].append(r)
-    return {k: cell_interval(v) for k, v in sorted(groups.items())}
+    return {k: cell_interval(v) for k, v in _groups(results).items()}
 
 
 def ceiling_nmi(result: dict) -> float:
@@ -87,46 +130,75 @@ def aligned(router: dict, ce: dict, lb: dict) -> Verdict:
     router, ce, lb = (_results(n, [r])[0] for n, r in (("router", router), ("ce", ce),
                                                        ("lb", lb)))
     return rules.routing_aligned(determined_diagonal(router), router["routing_all"]["nmi"],
-                                 ce["routing_all"]["nmi"], lb["routing_all"]["nmi"])
+                                 ce["routing_all"]["nmi"], lb["routing_all"]["nmi"],
+                                 router["accuracy"])
+
+
+def _groups(results: Sequence[dict]) -> dict[tuple[int, int, str], list[dict]]:
+    groups: dict[tuple[int, int, str], list[dict]] = defaultdict(list)
+    for r in _results("results", results):
+        groups[_cell(r)].append(r)
+    return dict(sorted(groups.items()))
+
+
+def differences(results: Sequence[dict]
+                ) -> dict[tuple[int, int], tuple[PairedDifference, PairedDifference, float]]:
+    """Every multi-expert cell ``(n_tasks, n_experts)`` of a grid -> (router − CE, router −
+    CE + LB, the lower of the CE and CE + LB mean accuracies): what
+    :func:`~moe_routing.verdicts.training.accuracy_comparable` decides on."""
+    g = _groups(results)
+    keys = sorted({(k, e) for k, e, _ in g if e > 1})
+    require(bool(keys), "results", "no multi-expert cell", "runs with n_experts > 1")
+    missing = [(k, e, o) for k, e in keys for o in ("ce+router", "ce", "ce+lb")
+               if (k, e, o) not in g]
+    require(not missing, "results", f"cells without runs: {missing}",
+            "every objective in every multi-expert cell")
+    out = {}
+    for k, e in keys:
+        rt, ce, lb = g[k, e, "ce+router"], g[k, e, "ce"], g[k, e, "ce+lb"]
+        std = min(float(np.mean([r["accuracy"] for r in x])) for x in (ce, lb))
+        out[k, e] = (cell_difference(rt, ce), cell_difference(rt, lb), std)
+    return out
 
 
 def comparable(results: Sequence[dict], converged: bool = True) -> Verdict:
-    """``accuracy_comparable`` over every multi-expert cell of a grid."""
-    iv = cells(results)
-    keys = sorted({(k, e) for k, e, _ in iv if e > 1})
-    require(bool(keys), "results", "no multi-expert cell", "runs with n_experts > 1")
-    missing = [(k, e, o) for k, e in keys for o in ("ce+router", "ce", "ce+lb")
-               if (k, e, o) not in iv]
-    require(not missing, "results", f"cells without runs: {missing}",
-            "every objective in every multi-expert cell")
-    return rules.accuracy_comparable(
-        {(k, e): (iv[k, e, "ce+router"], iv[k, e, "ce"], iv[k, e, "ce+lb"]) for k, e in keys},
-        converged=converged)
+    """``accuracy_comparable`` over every multi-expert cell of a grid (paired differences)."""
+    return rules.accuracy_comparable(differences(results), converged=converged)
 
 
 def in_band(results: Sequence[dict], converged: bool = True) -> Verdict:
-    """``accuracy_in_band`` over every cell of a grid (one-expert cells once)."""
+    """``accuracy_in_band``: the standard cells (CE, CE + LB; one-expert cells once, as CE) and
+    the task-router cells of a grid."""
     iv = {k: v for k, v in cells(results).items() if k[1] > 1 or k[2] == "ce"}
-    router = [v for (_, e, o), v in iv.items() if o == "ce+router" or e == 1]
-    return rules.accuracy_in_band(list(iv.values()), router, converged=converged)
+    router = [v for (_, e, o), v in iv.items() if o == "ce+router"]
+    standard = [v for (_, e, o), v in iv.items() if o != "ce+router"]
+    if not router:                       # one-expert grids only: the one run is every objective
+        router = standard
+    return rules.accuracy_in_band(standard, router, converged=converged)
 
 
 def active(router: Sequence[dict], dense: Sequence[dict], standard: Sequence[dict],
            one_expert: Sequence[dict], converged: bool = True) -> Verdict:
     """``active_parameters``: the router runs of one cell, the dense runs of the same total
     parameters, the standard-objective runs of that cell (the better objective counts) and the
-    one-expert runs of the same number of tasks (the MoE's active parameters alone)."""
+    one-expert runs of the same number of tasks (the MoE's active parameters alone), compared
+    by paired differences over their common seeds."""
     router, dense, standard, one_expert = (
         _results(n, v) for n, v in (("router", router), ("dense", dense),
                                     ("standard", standard), ("one_expert", one_expert)))
     by_obj: dict[str, list[dict]] = defaultdict(list)
     for r in standard:
         by_obj[r["config"]["objective"]].append(r)
-    best = max((cell_interval(v) for v in by_obj.values()), key=lambda iv: iv.mean)
+    best = max(by_obj.values(), key=lambda v: float(np.mean([r["accuracy"] for r in v])))
+    mean = lambda rs: float(np.mean([r["accuracy"] for r in rs]))   # noqa: E731
     ratio = (np.mean([r["params"]["active"] for r in router])
              / np.mean([r["params"]["active"] for r in dense]))
-    return rules.active_parameters(cell_interval(router), cell_interval(dense), best,
-                                   cell_interval(one_expert), float(ratio), converged=converged)
+    share = float(np.mean([r["params"]["experts_active"] / r["params"]["active"]
+                           for r in router]))
+    return rules.active_parameters(
+        cell_difference(router, dense), cell_difference(router, best),
+        cell_difference(one_expert, dense), (mean(router), mean(dense), mean(best)),
+        float(ratio), share, int(router[0]["config"]["n_experts"]), converged=converged)
 
 
 def convergence_table(results: Sequence[dict]) -> dict[str, tuple[float, float, float]]:
@@ -157,5 +229,6 @@ def converged(results: Sequence[dict]) -> Verdict:
                                 {k: v[2] for k, v in table.items()})
 
 
-__all__ = ["active", "aligned", "ceiling_nmi", "cell_interval", "cells", "comparable",
-           "convergence_table", "converged", "determined_diagonal", "diffuse", "in_band"]
+__all__ = ["active", "aligned", "ceiling_nmi", "cell_difference", "cell_interval", "cells",
+           "comparable", "convergence_table", "converged", "determined_diagonal", "differences",
+           "diffuse", "in_band"]

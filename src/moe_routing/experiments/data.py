@@ -103,6 +103,10 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
         params=dict(total=pc.total, active=pc.active, experts_total=pc.experts_total,
                     experts_active=pc.experts_active, active_fraction=pc.active_fraction),
         n_test=len(te), n_train=len(tr), n_routing_positions_all=int(rec_all.task.numel()),
+        # per test sentence, for intervals clustered by fact and differences paired by seed
+        # (moe_routing.experiments.accuracy): right (1) or wrong (0), and its fact (task, pair)
+        test_correct=acc.correct.numpy().astype(int).tolist(),
+        test_fact=(te.task.long() * 1_000_000 + te.pair.long()).tolist(),
     )
 
 

@@ -23,9 +23,10 @@ stopped early                   the CE run stopped after a tenth of the steps
 Each variant takes, in turn, the place of the run a rule judges (the CE and CE + LB runs for
 ``routing_diffuse``; the task-router run for ``routing_aligned``, the accuracy rules and
 ``active_parameters``; the runs for ``runs_converged``), the other inputs staying those of the
-real runs.  :data:`MUST_FAIL` lists the pairs where the rule must read *not reproduced* (or
-refuse the measurement): ``tests/test_rule_power.py`` holds them on real runs, and the chapter
-prints the whole table.
+real runs.  :data:`MUST_FAIL` lists the pairs where the rule must say its negative word (or
+refuse the measurement), :data:`MUST_ABSTAIN` those it cannot decide and must read
+*inconclusive*: ``tests/test_rule_power.py`` holds both on real runs, and the chapter prints the
+whole table.
 """
 
 from __future__ import annotations
@@ -45,17 +46,28 @@ VARIANT_NAMES = ("constant router", "collapsed routing", "shuffled task labels",
 RULES = ("routing_diffuse", "routing_aligned", "accuracy_comparable", "accuracy_in_band",
          "active_parameters", "runs_converged")
 
-#: (rule, variant) pairs where the rule must not read reproduced/partly: the variant cannot
-#: have the property the rule tests
+#: (rule, variant) pairs where the rule must say its negative word (or refuse the measurement):
+#: the variant cannot have the property the rule tests
 MUST_FAIL = frozenset({
     ("routing_diffuse", "constant router"), ("routing_diffuse", "collapsed routing"),
-    ("routing_diffuse", "untrained"),
     ("routing_aligned", "constant router"), ("routing_aligned", "collapsed routing"),
-    ("routing_aligned", "shuffled task labels"), ("routing_aligned", "untrained"),
-    ("accuracy_comparable", "untrained"), ("accuracy_in_band", "untrained"),
-    ("active_parameters", "untrained"),
+    ("routing_aligned", "shuffled task labels"),
     ("runs_converged", "stopped early"), ("runs_converged", "untrained"),
 })
+
+#: (rule, variant) pairs the rule cannot decide and must say so (*inconclusive*, or refuse):
+#: an untrained model's routing or accuracy says nothing about what training does, and a run
+#: stopped while still improving can neither confirm nor refute an accuracy claim
+MUST_ABSTAIN = frozenset({
+    ("routing_diffuse", "untrained"), ("routing_aligned", "untrained"),
+    ("accuracy_comparable", "untrained"), ("accuracy_comparable", "stopped early"),
+    ("accuracy_in_band", "untrained"), ("accuracy_in_band", "stopped early"),
+    ("active_parameters", "untrained"), ("active_parameters", "stopped early"),
+})
+
+#: the words that count as failing, and as abstaining (a refusal counts as both)
+NEGATIVE = ("not reproduced", "not supported", "refused")
+ABSTAIN = ("inconclusive", "refused")
 
 
 def broken_configs(fig2: Sequence[ExperimentConfig]) -> dict[str, ExperimentConfig]:
@@ -88,11 +100,23 @@ class PowerRow:
     verdict: str
     reason: str
     must_fail: bool
+    must_abstain: bool = False
 
     @property
     def ok(self) -> bool:
-        """False only where the rule had to fail and did not."""
-        return not self.must_fail or self.verdict in ("not reproduced", "refused")
+        """False only where the rule had to fail, or to abstain, and did not."""
+        if self.must_fail:
+            return self.verdict in NEGATIVE
+        return not self.must_abstain or self.verdict in ABSTAIN
+
+
+def _converged(model: dict) -> bool:
+    """Whether ``model``'s own run had converged (False where it cannot be judged: an
+    untrained model has no training history)."""
+    try:
+        return claims.converged([model]).verdict == "our extension"
+    except ValueError:
+        return False
 
 
 def _judge(rule: str, model: dict, real: Mapping[str, dict], dense: Sequence[dict],
@@ -102,16 +126,18 @@ def _judge(rule: str, model: dict, real: Mapping[str, dict], dense: Sequence[dic
         return claims.diffuse(model, model, claims.ceiling_nmi(ce))
     if rule == "routing_aligned":
         return claims.aligned(model, ce, lb)
-    iv = claims.cell_interval([model])
+    conv = _converged(model)
     if rule == "accuracy_comparable":
         cell = (int(ce["config"]["n_tasks"]), int(ce["config"]["n_experts"]))
-        return rules.accuracy_comparable({cell: (iv, claims.cell_interval([ce]),
-                                                 claims.cell_interval([lb]))},
-                                         min_expert_counts=1)
+        std = min(float(ce["accuracy"]), float(lb["accuracy"]))
+        return rules.accuracy_comparable(
+            {cell: (claims.cell_difference([model], [ce]), claims.cell_difference([model], [lb]),
+                    std)}, min_expert_counts=1, converged=conv)
     if rule == "accuracy_in_band":
-        return rules.accuracy_in_band([iv], [iv])
+        iv = claims.cell_interval([model])
+        return rules.accuracy_in_band([iv], [iv], converged=conv)
     if rule == "active_parameters":
-        return claims.active([model], dense, [ce, lb], one_expert)
+        return claims.active([model], dense, [ce, lb], one_expert, converged=conv)
     return claims.converged([model])
 
 
@@ -154,11 +180,12 @@ def power_table(real: Mapping[str, dict], broken: Mapping[str, dict],
                     v = _judge(rule, model, real, dense, one_expert)
                 except ValueError as e:
                     rows.append(PowerRow(rule, variant, "refused", str(e).split(";")[0],
-                                         (rule, variant) in MUST_FAIL))
+                                         (rule, variant) in MUST_FAIL,
+                                         (rule, variant) in MUST_ABSTAIN))
                     continue
             rows.append(PowerRow(rule, variant, v.verdict, v.reason,
-                                 (rule, variant) in MUST_FAIL))
+                                 (rule, variant) in MUST_FAIL, (rule, variant) in MUST_ABSTAIN))
     return rows
 
 
-__all__ = ["MUST_FAIL", "PowerRow", "RULES", "VARIANT_NAMES", "broken_configs", "power_table"]
+__all__ = ["ABSTAIN", "MUST_ABSTAIN", "MUST_FAIL", "NEGATIVE", "PowerRow", "RULES", "VARIANT_NAMES", "broken_configs", "power_table"]

@@ -19,8 +19,19 @@ The vocabulary separates *what* was reproduced:
   It is kept apart from ``reproduced`` so that the ledger does not count a definition as a
   result that came out again;
 * ``partly`` -- part of the claim holds, or only under conditions the reason states;
-* ``not reproduced`` -- our measurement disagrees with the claim;
-* ``our extension`` -- a claim of the book itself, not of the papers.
+* ``not reproduced`` -- adequate evidence disagrees with a claim *of a paper*: converged runs,
+  intervals narrow enough to resolve the difference, a quantity the model can test at its size;
+* ``inconclusive`` -- the evidence cannot decide, in either direction: runs that had not
+  converged, intervals too wide to tell a difference from none, a quantity the model cannot test
+  at this size, a model that learned too little for its measurements to mean anything.  A rule
+  applies it to support and to refutation alike: evidence too weak to confirm a claim is also
+  too weak to refute it;
+* ``our extension`` -- a claim of the book itself, not of the papers, that held;
+* ``not supported`` -- a claim of the book itself that adequate evidence does not support (the
+  book's hypotheses are nobody's results to reproduce: "not reproduced" is kept for the papers').
+
+Which words a claim can receive follows from whose claim it is (:data:`PAPER_VERDICTS`,
+:data:`OUR_VERDICTS`; the ledger refuses any other pairing).
 
 Rules live in one module per chapter family: :mod:`.knowledge`, :mod:`.construction`,
 :mod:`.training`, :mod:`.boundary`, :mod:`.landscape`, :mod:`.two_hop` and :mod:`.bridge` (ours).
@@ -38,7 +49,13 @@ from dataclasses import dataclass
 import numpy as np
 
 VERDICTS = ("reproduced", "reproduced for our construction", "holds by definition", "partly",
-            "not reproduced", "our extension")
+            "not reproduced", "inconclusive", "our extension", "not supported")
+#: the words a claim of a paper (an ``A-`` or ``B-`` id) can receive
+PAPER_VERDICTS = ("reproduced", "reproduced for our construction", "holds by definition",
+                  "partly", "not reproduced", "inconclusive")
+#: the words a claim of the book itself (an ``X-`` id) can receive
+OUR_VERDICTS = ("our extension", "holds by definition", "partly", "not supported",
+                "inconclusive")
 
 
 @dataclass(frozen=True)
@@ -119,4 +136,4 @@ def rule(func: Callable[..., tuple[str, str]]) -> Callable[..., Verdict]:
     return wrapper
 
 
-__all__ = ["VERDICTS", "Verdict", "rule"]
+__all__ = ["OUR_VERDICTS", "PAPER_VERDICTS", "VERDICTS", "Verdict", "rule"]

@@ -81,7 +81,7 @@ def bm_exponents(slope_cis: Sequence[Sequence[float]], alphas: Sequence[float], 
     if max(miss) <= abs_tol:
         return "partly", (f"α = {alphas[i]:.3g} misses its interval by {miss[i]:.3f} "
                           f"≤ {abs_tol}")
-    return "not reproduced", f"α = {alphas[i]:.3g} misses its interval by {miss[i]:.3f} > {abs_tol}"
+    return "not supported", f"α = {alphas[i]:.3g} misses its interval by {miss[i]:.3f} > {abs_tol}"
 
 
 @rule
@@ -170,7 +170,7 @@ def bm_sharp(constants: Sequence[float], constant_cis: Sequence[Sequence[float]]
     if max(rel) <= rel_tol:
         return "partly", (f"{m - sum(covered)} of {m} sharp constants outside the Monte Carlo "
                           f"interval; {tail} ≤ {rel_tol}")
-    return "not reproduced", f"{tail} > {rel_tol}"
+    return "not supported", f"{tail} > {rel_tol}"
 
 
 @rule

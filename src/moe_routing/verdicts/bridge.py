@@ -11,6 +11,7 @@ from ..validation import integer, number, require
 from . import rule
 
 OURS = "our extension"
+NOT = "not supported"       # a claim of the book that the evidence does not support
 
 
 @rule
@@ -38,7 +39,7 @@ def router_buys_margin(w: float, bm_router: float, hi_router: float, bm_ce: floa
         return OURS, txt + ": separated"
     if bm_router < bm_ce:
         return "partly", txt + ": smaller, the intervals overlap"
-    return "not reproduced", txt + ": not smaller"
+    return NOT, txt + ": not smaller"
 
 
 @rule
@@ -64,11 +65,11 @@ def soft_hard_rate(below: bool, rate_matches: bool, worst_ratio: float, slope: f
     if n_resolved < 3:
         return (("partly", f"the gap is positive at {n_resolved} temperature(s) only (below "
                  "float64 resolution elsewhere): below the bound, rate untested") if below else
-                ("not reproduced", f"above the bound (gap/bound ≤ {worst_ratio:.3g})"))
+                (NOT, f"above the bound (gap/bound ≤ {worst_ratio:.3g})"))
     txt = (f"gap/bound ≤ {worst_ratio:.3g}; gap slope {slope:.2f} "
            f"[{slope_lo:.2f}, {slope_hi:.2f}] vs α = {alpha:.2f}")
     if not below:
-        return "not reproduced", txt + ": above the bound"
+        return NOT, txt + ": above the bound"
     if rate_matches:
         return OURS, txt + ": below the bound, the rate matches"
     return "partly", txt + ": below the bound, the rate does not match"
@@ -97,7 +98,7 @@ def temperature_amplifies(slope: float, slope_lo: float, slope_hi: float, n_fitt
     n_fitted = integer("n_fitted", n_fitted, low=0, high=n_runs)
     tol = number("tol", tol, low=0, low_open=True)
     if n_fitted < 2:
-        return "not reproduced", (f"{n_fitted} of {n_runs} runs grew log-linearly: no rate "
+        return NOT, (f"{n_fitted} of {n_runs} runs grew log-linearly: no rate "
                                   "to compare across temperatures")
     slope = number("slope", slope)
     slope_lo = number("slope_lo", slope_lo, high=slope)
@@ -105,7 +106,7 @@ def temperature_amplifies(slope: float, slope_lo: float, slope_hi: float, n_fitt
     txt = (f"log-rate vs log(1/τ) slope {slope:.2f} [{slope_lo:.2f}, {slope_hi:.2f}] "
            f"(prediction 1), {n_fitted}/{n_runs} runs fitted")
     if slope_lo <= 0:
-        return "not reproduced", txt + ": no amplification resolved"
+        return NOT, txt + ": no amplification resolved"
     if (slope_lo <= 1.0 <= slope_hi and abs(slope - 1.0) <= tol
             and slope_hi - slope_lo <= 2 * tol and n_fitted == n_runs):
         return OURS, txt + f": 1 inside the interval, |slope − 1| ≤ {tol}"

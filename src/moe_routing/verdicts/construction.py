@@ -177,9 +177,9 @@ def junction_expert(n_tasks: Sequence[int], junction_sizes: Sequence[int]):
     if len(sizes) < 2:
         return "partly", f"one dataset only ({txt or '–'}): growth untested"
     if any(b < a for a, b in zip(sizes, sizes[1:])):
-        return "not reproduced", f"the junction expert shrinks as tasks are added: {txt}"
+        return "not supported", f"the junction expert shrinks as tasks are added: {txt}"
     if sizes[-1] == sizes[0]:
-        return "not reproduced", f"the junction expert does not grow: {txt}"
+        return "not supported", f"the junction expert does not grow: {txt}"
     return "our extension", f"the junction expert grows with the tasks present: {txt} neurons"
 
 

@@ -18,6 +18,7 @@ from ..validation import fail, number, require
 from . import rule
 
 OURS = "our extension"
+NOT = "not supported"       # a claim of the book that the evidence does not support
 #: the contrasts judged: (objective expected higher, objective expected lower)
 PAIRS = (("ce+router", "ce"), ("ce+router", "ce+lb"))
 
@@ -81,7 +82,7 @@ def hf_same_contrast(library: Mapping, mixtral: Mapping, metric: str = "NMI"):
         elif _apart(b, a):
             ref.append((lo_o, hi_o))
     if not ref:
-        return "not reproduced", (f"the library's model separates no contrast of {metric} "
+        return NOT, (f"the library's model separates no contrast of {metric} "
                                   "(intervals overlap): there is no contrast to reproduce")
     n_layers = len(next(iter(mix.values())))
     shown, notes = 0, []
@@ -98,4 +99,4 @@ def hf_same_contrast(library: Mapping, mixtral: Mapping, metric: str = "NMI"):
         return OURS, txt + f": all {total} shown"
     if shown > 0:
         return "partly", txt + f": {shown} of {total} shown"
-    return "not reproduced", txt + ": none shown"
+    return NOT, txt + ": none shown"

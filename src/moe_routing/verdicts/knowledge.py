@@ -50,7 +50,7 @@ def shared_prefixes(n_ambiguous: int, n_prefixes: int) -> tuple[str, str]:
     if n_ambiguous >= 1:
         return "our extension", (f"{n_ambiguous} of {n_prefixes} prefixes are continued by "
                                  "≥ 2 tasks (≥ 1 needed)")
-    return "not reproduced", f"none of the {n_prefixes} prefixes is shared by two tasks"
+    return "not supported", f"none of the {n_prefixes} prefixes is shared by two tasks"
 
 
 __all__ = ["complexity_bound", "shared_prefixes"]

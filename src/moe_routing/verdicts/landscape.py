@@ -102,7 +102,7 @@ def multi_region_recovery(names: Sequence[str], teacher: Sequence[Sequence[bool]
                                  f"expert-error exponents ≥ {min_exponent} and partition errors "
                                  "not rising")
     if any(s == "wrong" for s, _ in res):
-        return "not reproduced", "; ".join(bad)
+        return "not supported", "; ".join(bad)
     return "partly", "; ".join(bad)
 
 
@@ -156,7 +156,7 @@ def multi_region_saddles(names: Sequence[str], n_points: Sequence[int],
     head = (f"τ = {tau:g}, non-teacher points with λ_min < 0 on an independent sample, of "
             "those found again there — " + ", ".join(parts))
     if any(s < r for r, s in zip(n_resolved, n_strict)):
-        return "not reproduced", head
+        return "not supported", head
     if any(p == 0 for p in n_points):
         return "partly", head + " (a teacher without a point at this τ)"
     if any(r < p for p, r in zip(n_points, n_resolved)):
@@ -200,7 +200,7 @@ def first_order_laws(names: Sequence[str], expert_ratios: Sequence[float],
     if e_ok or c_ok:
         which = "expert" if e_ok else "curvature"
         return "partly", f"only the {which} law within tolerance — " + txt
-    return "not reproduced", "neither law within tolerance — " + txt
+    return "not supported", "neither law within tolerance — " + txt
 
 
 @rule
@@ -218,7 +218,7 @@ def shape_derivative(max_abs_diff: float, *, atol: float = 1e-6):
     """
     if max_abs_diff <= atol:
         return "our extension", f"max |boundary integral − finite difference| = {max_abs_diff:.1e} ≤ {atol:g}"
-    return "not reproduced", f"max |boundary integral − finite difference| = {max_abs_diff:.1e} > {atol:g}"
+    return "not supported", f"max |boundary integral − finite difference| = {max_abs_diff:.1e} > {atol:g}"
 
 
 # ----------------------------------------------------------------------------------- symmetry

@@ -17,6 +17,7 @@ from . import rule
 from .construction import check_eps, fmt_eps
 
 OURS = "our extension"
+NOT = "not supported"       # a claim of the book that the evidence does not support
 
 
 @rule
@@ -43,7 +44,7 @@ def two_layer_construction(max_invalid_by_eps: Mapping[float, float], n_prefixes
     held, failed = check_eps(max_invalid_by_eps)
     worst = ", ".join(f"{m:.2e} (ε={e:.0e})" for e, m in max_invalid_by_eps.items())
     if n_misrouted or n_wrong_facts or n_wrong_held_out or not held:
-        return "not reproduced", (
+        return NOT, (
             f"{n_misrouted} of {n_prefixes} prefixes misrouted, {n_wrong_facts} of {n_facts} "
             f"facts and {n_wrong_held_out} of {n_held_out} held-out sentences wrong; "
             f"max P(invalid): {worst}")
@@ -81,7 +82,7 @@ def additive_sizes(sizes: Sequence[int], sizes_cut: Sequence[int], composed: int
     changed = [i for i, (a, b) in enumerate(zip(sizes, sizes_cut)) if a != b]
     if changed:
         i = changed[0]
-        return "not reproduced", (f"{len(changed)} experts change size with the composed "
+        return NOT, (f"{len(changed)} experts change size with the composed "
                                   f"dictionaries ({composed} → {composed_cut} facts), e.g. "
                                   f"expert {i}: {sizes[i]} → {sizes_cut[i]} neurons")
     if composed_cut == composed:
@@ -113,7 +114,7 @@ def held_out_above_baseline(mean: float, low: float, baseline: float, n_held_out
         return OURS, txt + ": the interval lies above the baseline"
     if mean > baseline:
         return "partly", txt + ": above the baseline, not resolved"
-    return "not reproduced", txt + ": not above the baseline"
+    return NOT, txt + ": not above the baseline"
 
 
 @rule
@@ -138,7 +139,7 @@ def depth_composes(two_mean: float, two_half: float, one_mean: float, one_half: 
         return OURS, txt + ": resolved"
     if two_mean > one_mean:
         return "partly", txt + ": higher, but the intervals overlap"
-    return "not reproduced", txt + ": two layers are not better"
+    return NOT, txt + ": two layers are not better"
 
 
 def hop_blind_reuse(counts, dominant) -> float:
@@ -199,5 +200,5 @@ def hop_by_hop(l1_reuse: float, l2_reuse: float, n_experts: int, l1_blind: float
     if all(above):
         return "partly", txt + ": above hop-blind routing, not hop by hop throughout"
     which = " and ".join(f"layer {i + 1}" for i, a in enumerate(above) if not a)
-    return "not reproduced", (txt + f": {which} within {100 * margin:.0f} points of what a "
+    return NOT, (txt + f": {which} within {100 * margin:.0f} points of what a "
                               "router blind to the hop reaches")

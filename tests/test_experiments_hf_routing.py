@@ -97,8 +97,8 @@ def test_a_run_agrees_with_a_direct_computation(ds):
         assert lay.nmi == pytest.approx(rm.normalized_mutual_info(c))
         assert lay.nmi_low <= lay.nmi <= lay.nmi_high
         s = np.sort(a, 1)
-        assert lay.margin_median == pytest.approx(np.median(s[:, -1] - s[:, -2]))
-        assert lay.bm == pytest.approx(np.mean(s[:, -1] - s[:, -2] <= 0.1))
+        assert lay.margin_median == pytest.approx(np.median(s[:, -2] - s[:, -3]))
+        assert lay.bm == pytest.approx(np.mean(s[:, -2] - s[:, -3] <= 0.1))
         assert lay.n_positions == int(det.sum())
 
 

@@ -162,7 +162,7 @@ def tiny_model(cls_name: str, config_name: str, extra: dict):
 @pytest.mark.parametrize("cls_name", sorted(OTHER_MOE))
 def test_other_moe_families_give_their_exact_router_logits(cls_name):
     model = tiny_model(cls_name, *OTHER_MOE[cls_name])
-    assert cls_name in hf.TESTED_MOE_CAUSAL_LMS
+    assert cls_name in hf.SUPPORTED_MOE_CAUSAL_LMS
     ids = torch.randint(0, 50, (2, 5))
     got = hf.collect_router_logits(model, ids)
     assert len(got) == 2 and all(g.shape == (10, 4) for g in got)
@@ -183,7 +183,8 @@ def test_other_moe_families_give_their_exact_router_logits(cls_name):
 ])
 def test_moe_models_without_one_linear_router_class_are_refused(cls_name, config_name, extra):
     model = tiny_model(cls_name, config_name, extra)
-    with pytest.raises(ValueError, match=f"{cls_name}.*accepted:.*linear routers"):
+    with pytest.raises(ValueError, match=f"{cls_name}.*accepted:.*whose routing rule this "
+                                         "package reads"):
         hf.collect_router_logits(model, torch.zeros(1, 3, dtype=torch.long))
 
 
@@ -210,7 +211,7 @@ def test_the_top_k_choice_is_the_models_own(model):
     with torch.no_grad():
         _, scores, index = gate(x)
         logits = F.linear(x, gate.weight)
-    (layer,) = hf.routing_measurements([logits], torch.zeros(200, dtype=torch.long), top_k=2)
+    (layer,) = hf.routing_measurements([logits], torch.zeros(200, dtype=torch.long), routing=2)
     np.testing.assert_array_equal(layer.experts, index.numpy())
     np.testing.assert_allclose(layer.weights, scores.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -218,7 +219,8 @@ def test_the_top_k_choice_is_the_models_own(model):
 def test_hand_made_logits_give_known_counts_nmi_margins_and_boundary_mass():
     # task 0: 6 tokens, all at expert 0; task 1: 6 tokens, 3 at expert 1 and 3 at expert 0.
     # Each token's logits are log p with p = (0.6, 0.3, 0.1) permuted so that the top expert is
-    # the one above and the second the next index (mod 3): margin log 2, entropy H(p)
+    # the one above and the second the next index (mod 3): top-2 margin (2nd − 3rd) log 3,
+    # top-1 margin log 2, entropy H(p)
     p = np.array([0.6, 0.3, 0.1])
     top = [0] * 6 + [1, 1, 1, 0, 0, 0]
     tasks = np.array([0] * 6 + [1] * 6)
@@ -227,7 +229,7 @@ def test_hand_made_logits_give_known_counts_nmi_margins_and_boundary_mass():
         r = np.empty(3)
         r[e], r[(e + 1) % 3], r[(e + 2) % 3] = np.log(p)
         rows.append(r + 5.0)          # a per-token constant: logits, not log-probabilities
-    (layer,) = hf.routing_measurements([np.array(rows)], tasks, top_k=2, widths=[0.5, 0.7, 1.0])
+    (layer,) = hf.routing_measurements([np.array(rows)], tasks, routing=2, widths=[0.5, 1.0, 1.2])
     s = layer.summary
     assert s["counts"] == [[6, 0, 0], [3, 3, 0]]
     # NMI by hand: joint (1/2, 0; 1/4, 1/4), H(T) = log 2, H(E) = H(3/4, 1/4)
@@ -240,8 +242,11 @@ def test_hand_made_logits_give_known_counts_nmi_margins_and_boundary_mass():
     assert s["router_entropy"] == pytest.approx(-(p * np.log(p)).sum(), rel=1e-12)
     # top-2 assignments: the second expert is top + 1
     assert layer.assignments["counts"] == [[6, 6, 0], [3, 6, 3]]
-    np.testing.assert_allclose(layer.margins, math.log(2), rtol=1e-12)
-    np.testing.assert_array_equal(layer.boundary_mass.estimate, [0.0, 1.0, 1.0])   # log 2 ≈ 0.69
+    np.testing.assert_allclose(layer.margins, math.log(3), rtol=1e-12)
+    np.testing.assert_array_equal(layer.boundary_mass.estimate, [0.0, 0.0, 1.0])   # log 3 ≈ 1.10
+    (top1,) = hf.routing_measurements([np.array(rows)], tasks, 1, widths=[0.5, 0.7, 1.0])
+    np.testing.assert_allclose(top1.margins, math.log(2), rtol=1e-12)
+    np.testing.assert_array_equal(top1.boundary_mass.estimate, [0.0, 1.0, 1.0])    # log 2 ≈ 0.69
     # positions: the last six tokens only (task 1)
     (sub,) = hf.routing_measurements([np.array(rows)], tasks, 2, positions=np.arange(6, 12),
                                      n_tasks=2)
@@ -258,7 +263,7 @@ def test_the_boundary_mass_fit_recovers_a_linear_law():
     n = 20000
     gap = rng.uniform(0, 4, n)
     logits = np.stack([gap, np.zeros(n), np.full(n, -10.0)], 1)
-    (layer,) = hf.routing_measurements([logits], np.zeros(n, dtype=np.int64), top_k=1)
+    (layer,) = hf.routing_measurements([logits], np.zeros(n, dtype=np.int64), routing=1)
     assert layer.bm_fit is not None
     lo, hi = layer.bm_fit.slope_ci
     assert lo <= 1.0 <= hi and abs(layer.bm_fit.slope - 1) < 0.1
@@ -271,7 +276,7 @@ def test_measurements_refuse_bad_input_naming_it():
         hf.routing_measurements(logits, np.zeros(4, dtype=np.int64), 1)
     with pytest.raises(ValueError, match=r"router_logits_per_layer\[0\].shape = \(4, 3\)"):
         hf.routing_measurements([logits], np.zeros(5, dtype=np.int64), 1)
-    with pytest.raises(ValueError, match="top_k = 4"):
+    with pytest.raises(ValueError, match="routing = 4"):
         hf.routing_measurements([logits], np.zeros(4, dtype=np.int64), 4)
     with pytest.raises(ValueError, match=r"positions range = '0\.\.7'"):
         hf.routing_measurements([logits], np.zeros(4, dtype=np.int64), 1, positions=[0, 7])

@@ -1,6 +1,10 @@
 """Top-two margin Δ(x) and the soft / hard gates of a softmax router.
 
-Δ(x) = a_(1)(x) − a_(2)(x) ≥ 0 (largest minus second-largest logit).  The soft gate at
+Δ(x) = a_(1)(x) − a_(2)(x) ≥ 0 (largest minus second-largest logit, a_(1) ≥ a_(2) ≥ … the
+logits sorted in descending order).  For a router that sends each token to its k largest
+logits the boundary that changes its choice is where the k-th and the (k+1)-th logits meet, so
+its margin is Δ_k(x) = a_(k)(x) − a_(k+1)(x) (``top_two_margin(a, k)``: the two logits either
+side of that boundary); k = 1 is paper B's Δ.  The soft gate at
 temperature τ is π_τ = softmax(a/τ); the hard gate π_0 is the one-hot of argmax a (ties, a
 null set for the routers of this book, go to the lowest index).  The two facts the risk bound
 rests on (paper B, our derivation):
@@ -24,20 +28,24 @@ def _logits(a) -> np.ndarray:
     return a
 
 
-def top_two_margin(logits) -> np.ndarray:
-    """Δ = top logit − second logit, shape (n,).
+def top_two_margin(logits, k: int = 1) -> np.ndarray:
+    """Δ_k = a_(k) − a_(k+1), shape (n,): the k-th largest logit minus the (k+1)-th.
 
-    A full sort is faster than a partial one for the small K of routers (K ≤ 64); beyond, the
-    O(nK) partial sort wins.  Both pick the same two entries, so Δ does not depend on the path.
+    k = 1 (the default) is paper B's top-two margin, top logit minus second; a top-k router
+    changes its set of experts exactly where Δ_k = 0, so Δ_k is its margin (1 ≤ k < K: with
+    k = K every expert is chosen and there is no boundary to be near).  A full sort is faster
+    than a partial one for the small K of routers (K ≤ 64); beyond, the O(nK) partial sort
+    wins.  Both pick the same two entries, so Δ_k does not depend on the path.
     """
     a = _logits(logits)
+    k = check.integer("k", k, low=1, high=a.shape[1] - 1)
     if a.shape[1] == 2:
         return np.abs(a[:, 0] - a[:, 1])
     if a.shape[1] <= 64:
         s = np.sort(a, axis=1)
-        return s[:, -1] - s[:, -2]
-    top2 = -np.partition(-a, 1, axis=1)[:, :2]  # (n, 2): largest, second largest
-    return top2[:, 0] - top2[:, 1]
+        return s[:, -k] - s[:, -k - 1]
+    top = -np.partition(-a, k, axis=1)[:, :k + 1]   # (n, k+1): the k largest, then a_(k+1)
+    return top[:, :k].min(axis=1) - top[:, k]
 
 
 def soft_gates(logits, tau: float) -> np.ndarray:

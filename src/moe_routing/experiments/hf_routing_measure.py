@@ -97,8 +97,10 @@ def measure_hf_model(model, dataset, w_star: float = 0.1, seed: int = 0
     require(bool(det.any()), "dataset", "no task-determined test position",
             "a dataset whose templates determine the task somewhere in the prefix")
     logits = hf.collect_router_logits(model, test.input_ids, test.attention_mask)
-    k = int(model.config.num_experts_per_tok)
-    per = hf.routing_measurements(logits, test.task_per_token, k, positions=det,
+    # each layer's own routing rule (top-k, renormalisation, correction bias): the margin is
+    # taken at the k-th / (k+1)-th boundary of the scores that decide the choice
+    per = hf.routing_measurements(logits, test.task_per_token, hf.routing_rules(model),
+                                  positions=det,
                                   n_tasks=dataset.n_tasks, widths=[w_star])
     task = test.task_per_token.numpy()[det]
     sentence = np.repeat(np.arange(len(test)), test.lengths.numpy())[det]

@@ -1,11 +1,59 @@
-"""The routers of a Hugging Face MoE model and their exact logits, read by hooks (part of
-:mod:`moe_routing.hf`): :func:`router_modules`, :func:`collect_router_logits`,
-:func:`recorded_router_output` and the hooks themselves (``_RouterTap``, which the task-router
-loss of :mod:`.training` trains through).
+"""The routers of a Hugging Face MoE model, their exact logits read by hooks, and the rule by
+which each routes (part of :mod:`moe_routing.hf`): :func:`router_modules`,
+:func:`collect_router_logits`, :func:`routing_rules`, :func:`recorded_router_output` and the
+hooks themselves (``_RouterTap``, which the task-router loss of :mod:`.training` trains
+through).
 
-Separate because it is the one module that knows how transformers records a router; the
-measurements (:mod:`.measurements`) read plain arrays and the training (:mod:`.training`) uses
-the hooks.
+Separate because it is the one module that knows how transformers builds and records a
+router; the measurements (:mod:`.measurements`) read plain arrays with a
+:class:`~moe_routing.hf.RoutingRule` (:mod:`.routing_rule`), and the training
+(:mod:`.training`) uses the hooks.
+
+The model classes whose routing this module reads, and nothing else (transformers 5.2, each
+rule read from the class's ``modeling_*.py``).  a = W x (+ c) are a router's logits, k its
+experts per token, p the scores, b a correction bias; the rules' arithmetic, and on which
+scores each margin is taken, are in :mod:`.routing_rule`:
+
++-------------------------+------------------------------------------------+---------------------------------+
+| model class             | routing rule                                   | how it is read                  |
++=========================+================================================+=================================+
+| MixtralForCausalLM,     | the k largest p = softmax(a); gate weights     | k = ``router.top_k``            |
+| MiniMaxForCausalLM,     | renormalised to sum to 1 (= softmax over the k |                                 |
+| Qwen3_5MoeForCausalLM   | chosen logits)                                 |                                 |
++-------------------------+------------------------------------------------+---------------------------------+
+| GptOssForCausalLM       | a = W x + c; the k largest a; weights softmax  | k = ``router.top_k``,           |
+|                         | over the k chosen logits (the same rule)       | c = ``router.bias``             |
++-------------------------+------------------------------------------------+---------------------------------+
+| OlmoeForCausalLM,       | the k largest p = softmax(a); weights          | k = ``router.top_k``,           |
+| FlexOlmoForCausalLM,    | renormalised only with ``norm_topk_prob``      | renormalised =                  |
+| Qwen2MoeForCausalLM,    | (default False; Qwen3-Next's True), else the   | ``router.norm_topk_prob``       |
+| Qwen3MoeForCausalLM,    | probabilities p of the chosen themselves       |                                 |
+| Qwen3NextForCausalLM    |                                                |                                 |
++-------------------------+------------------------------------------------+---------------------------------+
+| JambaForCausalLM        | the k largest p = softmax(a); weights p of the | k = ``top_k`` of the            |
+|                         | chosen, never renormalised                     | router's MoE block              |
++-------------------------+------------------------------------------------+---------------------------------+
+| PhimoeForCausalLM       | sparsemixer at inference: two experts whatever | k = 2 always;                   |
+|                         | k says, the top logit and the top of the       | ε = the router's                |
+|                         | others, each weighted by a softmax over the    | ``router_jitter_noise``         |
+|                         | logits within relative 2ε of it                |                                 |
++-------------------------+------------------------------------------------+---------------------------------+
+| Ernie4_5_MoeForCausalLM | the k largest p + b, p = softmax(a); weights   | k = ``router.top_k``,           |
+|                         | p of the chosen / max(their sum,               | b = ``e_score_correction_bias`` |
+|                         | ``moe_norm_min``) (the bias steers the choice  | of ``router.moe_statics``,      |
+|                         | only)                                          | ``router.norm_min``             |
++-------------------------+------------------------------------------------+---------------------------------+
+| MiniMaxM2ForCausalLM    | the k largest p + b, p = σ(a); weights p of    | k = ``router.top_k``,           |
+|                         | the chosen, renormalised (the bias steers the  | b = the MoE block's             |
+|                         | choice only)                                   | ``e_score_correction_bias``     |
++-------------------------+------------------------------------------------+---------------------------------+
+
+Each row is held by ``tests/test_hf_routing_rules.py``: on a tiny model of the class built from
+a config, :func:`routing_rules` applied to :func:`collect_router_logits` gives, token by token,
+the experts and gate weights the model's own forward hands its experts.  Every other model is
+refused by :func:`router_modules`, naming its class and why: a rule this module does not read
+would give wrong experts, counts and margins without a sign (a correction bias ignored, weights
+renormalised that the model does not renormalise, …).
 
 What ``outputs.router_logits`` holds.  In transformers 5.2 the routers of the Mixtral family
 (Mixtral, MiniMax, OLMoE, FlexOlmo, Qwen2-MoE, Qwen3-MoE, Qwen3-Next, …) overwrite their logits
@@ -15,39 +63,102 @@ by pull request #45131).  A top-two margin of probabilities is not the margin Δ
 (its units are not the logits', and it is bounded by 1), and the model's own load-balancing loss
 takes a second softmax of them.  This module therefore never trusts the name: it reads the
 input of each router module (the class transformers itself records, from the model's
-``_can_record_outputs``) and applies that module's linear map, ``a = W x (+ b)`` — the exact
+``_can_record_outputs``) and applies that module's linear map, ``a = W x (+ c)`` — the exact
 pre-softmax logits — and checks, on the first batch, that what the model records is either
 ``a`` or ``softmax(a)`` (anything else is refused: this module does not know that router).
-Routers that are not a linear map with a ``weight`` of shape (experts, hidden) are refused by
-name.  The top-k choice itself does not depend on whether it is read from the logits or their
-softmax (softmax is increasing, and the renormalised top-k probabilities are the softmax over
-the k chosen logits); the margins, the entropies and the task-router loss do.
 """
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..validation import fail, integer, require
 from .extra import require_transformers
+from .routing_rule import RoutingRule
 
-#: causal LMs of transformers 5.2 this package is tested on (tests/test_hf.py, tiny random
-#: configurations); the first four record probabilities as router_logits in 5.2, the last two
-#: logits.  Any other model with the same structure (forward taking output_router_logits, linear
-#: routers recorded by class) is accepted too: FlexOlmo, Qwen3-Next, MiniMax, … are built so.
-#: Refused, by name: models whose forward has no output_router_logits (dense models) and those
-#: without a single linear router class (GraniteMoE and JetMoE in 5.2, for instance).
-TESTED_MOE_CAUSAL_LMS = ("MixtralForCausalLM", "OlmoeForCausalLM", "Qwen2MoeForCausalLM",
-                         "Qwen3MoeForCausalLM", "PhimoeForCausalLM", "GptOssForCausalLM")
+
+# --------------------------------------------------------------------- the rules, class by class
+@dataclass(frozen=True)
+class _Router:
+    """One router as its rule's reader sees it: the module, its MoE block (the module that
+    holds it) and its name in the model (for messages)."""
+
+    module: torch.nn.Module
+    block: torch.nn.Module
+    source: str
+
+    @property
+    def n_experts(self) -> int:
+        return int(self.module.weight.shape[0])
+
+
+def _bias(tensor) -> np.ndarray:
+    """A correction bias as the (E,) float64 array of :class:`RoutingRule` (a snapshot: the
+    rule does not follow later changes of the model)."""
+    return tensor.detach().float().cpu().reshape(-1).numpy()
+
+
+def _renormalised(r: _Router) -> RoutingRule:
+    return RoutingRule(r.n_experts, r.module.top_k, "softmax", True, source=r.source)
+
+
+def _norm_topk_prob(r: _Router) -> RoutingRule:
+    return RoutingRule(r.n_experts, r.module.top_k, "softmax", bool(r.module.norm_topk_prob),
+                       source=r.source)
+
+
+def _jamba(r: _Router) -> RoutingRule:
+    return RoutingRule(r.n_experts, r.block.top_k, "softmax", False, source=r.source)
+
+
+def _sparsemixer(r: _Router) -> RoutingRule:
+    return RoutingRule(r.n_experts, 2, "sparsemixer", False,
+                       jitter_eps=float(r.module.router_jitter_noise), source=r.source)
+
+
+def _ernie(r: _Router) -> RoutingRule:
+    return RoutingRule(r.n_experts, r.module.top_k, "softmax", True,
+                       correction_bias=_bias(r.module.moe_statics.e_score_correction_bias),
+                       norm_min=float(r.module.norm_min), source=r.source)
+
+
+def _minimax_m2(r: _Router) -> RoutingRule:
+    return RoutingRule(r.n_experts, r.module.top_k, "sigmoid", True,
+                       correction_bias=_bias(r.block.e_score_correction_bias), source=r.source)
+
+
+#: model class → (the class of its routers, the reader of one router's rule): the module
+#: docstring's table; a model of any other class is refused
+_RULES = {
+    "MixtralForCausalLM": ("MixtralTopKRouter", _renormalised),
+    "MiniMaxForCausalLM": ("MiniMaxTopKRouter", _renormalised),
+    "Qwen3_5MoeForCausalLM": ("Qwen3_5MoeTopKRouter", _renormalised),
+    "GptOssForCausalLM": ("GptOssTopKRouter", _renormalised),
+    "OlmoeForCausalLM": ("OlmoeTopKRouter", _norm_topk_prob),
+    "FlexOlmoForCausalLM": ("FlexOlmoTopKRouter", _norm_topk_prob),
+    "Qwen2MoeForCausalLM": ("Qwen2MoeTopKRouter", _norm_topk_prob),
+    "Qwen3MoeForCausalLM": ("Qwen3MoeTopKRouter", _norm_topk_prob),
+    "Qwen3NextForCausalLM": ("Qwen3NextTopKRouter", _norm_topk_prob),
+    "JambaForCausalLM": ("Linear", _jamba),
+    "PhimoeForCausalLM": ("PhimoeTopKRouter", _sparsemixer),
+    "Ernie4_5_MoeForCausalLM": ("Ernie4_5_MoeTopKRouter", _ernie),
+    "MiniMaxM2ForCausalLM": ("MiniMaxM2TopKRouter", _minimax_m2),
+}
+
+#: the causal LMs of transformers 5.2 whose routing this package reads (the module docstring's
+#: table, each row tested on a tiny model); every other model is refused by name
+SUPPORTED_MOE_CAUSAL_LMS = tuple(_RULES)
 
 
 # ------------------------------------------------------------------------------ the routers
 def _accepted_models() -> str:
-    return ("a transformers causal LM whose forward takes output_router_logits=True and returns "
-            "router_logits, with linear routers (" + ", ".join(TESTED_MOE_CAUSAL_LMS) + ", …)")
+    return ("a transformers MoE causal LM whose routing rule this package reads (the table of "
+            "moe_routing.hf.routers): " + ", ".join(SUPPORTED_MOE_CAUSAL_LMS))
 
 
 def router_modules(model) -> list[tuple[str, torch.nn.Module]]:
@@ -55,7 +166,10 @@ def router_modules(model) -> list[tuple[str, torch.nn.Module]]:
 
     They are the modules of the class transformers records as ``router_logits`` (the model's
     ``_can_record_outputs``), each a linear map with a 2-D ``weight`` (experts, hidden).  A
-    model whose forward does not take ``output_router_logits`` is refused, naming its class.
+    model is refused, naming its class and the reason, when its forward does not take
+    ``output_router_logits`` (a dense model), when it has no such routers, and when it is not
+    a class of the module docstring's table (:data:`SUPPORTED_MOE_CAUSAL_LMS`): its routing
+    rule is not one this package reads.
     """
     require_transformers()
     name = type(model).__name__
@@ -85,7 +199,27 @@ def router_modules(model) -> list[tuple[str, torch.nn.Module]]:
         w = getattr(m, "weight", None)
         require(isinstance(w, torch.Tensor) and w.dim() == 2, f"{name}: router {n}",
                 type(m).__name__, "a linear router with a weight of shape (experts, hidden)")
+    known = name in _RULES and type(model).__module__.startswith("transformers.models.")
+    require(known, "model", f"a {name} (routed by {type(found[0][1]).__name__}, whose routing "
+            "rule this package does not read: its experts, gate weights and margins would be "
+            "computed by a rule the model may not follow)", _accepted_models())
+    router_class = _RULES[name][0]
+    for n, m in found:
+        require(type(m).__name__ == router_class, f"{name}: router {n}", type(m).__name__,
+                f"a {router_class} (the router whose rule this package reads for {name})")
     return found
+
+
+def routing_rules(model) -> list[RoutingRule]:
+    """The routing rule of each router of ``model`` (:func:`router_modules` order, the order of
+    :func:`collect_router_logits`'s layers), read from the router as the module docstring's
+    table says: top-k, normalisation, sparsemixer, correction bias.  A bias is copied as it is
+    now: read the rules beside the logits they will route."""
+    found = router_modules(model)
+    modules = dict(model.named_modules())
+    reader = _RULES[type(model).__name__][1]
+    return [reader(_Router(m, modules[n.rpartition(".")[0]], f"{type(model).__name__} {n}"))
+            for n, m in found]
 
 
 def _router_logits_of(module, x: torch.Tensor) -> torch.Tensor:
@@ -207,14 +341,14 @@ def collect_router_logits(model, input_ids, attention_mask=None, batch_size: int
                           ) -> list[torch.Tensor]:
     """The exact router logits of every MoE layer at the non-padding tokens.
 
-    model: a transformers causal LM with linear routers (Mixtral, OLMoE, Qwen2-MoE, Qwen3-MoE,
-    …; :func:`router_modules`); input_ids (b, t) integer; attention_mask (b, t) 1 at tokens, 0
+    model: a transformers MoE causal LM of the module docstring's table
+    (:func:`router_modules`); input_ids (b, t) integer; attention_mask (b, t) 1 at tokens, 0
     at padding (default: no padding); batch_size: sequences per forward.  Returns one float32
     CPU tensor (n_tokens, n_experts) per MoE layer, layer 1 first, its rows the tokens where
     ``attention_mask`` is 1 in row-major order (sequence by sequence, position by position).
     These are pre-softmax logits whatever the model records as ``router_logits`` (checked on
     the first batch: module docstring).  The model is run in eval mode (no router jitter) and
-    left in the mode it was in.
+    left in the mode it was in.  What the router does with them is :func:`routing_rules`.
     """
     routers = router_modules(model)
     am, batch_size = _batch_arguments(model, input_ids, attention_mask, batch_size)

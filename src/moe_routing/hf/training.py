@@ -34,7 +34,7 @@ from ..validation import choice, flag, integer, number, require
 from .batches import knowledge_batch, object_exact_match
 from .extra import require_transformers
 from .measurements import LayerRouting, routing_measurements
-from .routers import _RouterTap, collect_router_logits, router_modules
+from .routers import _RouterTap, collect_router_logits, router_modules, routing_rules
 
 # --------------------------------------------------------------------------------- training
 @dataclass
@@ -176,7 +176,7 @@ def train_hf_moe(config, dataset, objective: str, steps: int, seed: int = 0, *,
                                     lb=float(lb.detach()), router=float(rt.detach())))
     routing = routing_measurements(
         collect_router_logits(model, test.input_ids, test.attention_mask),
-        test.task_per_token, k, positions=test.predicting,
+        test.task_per_token, routing_rules(model), positions=test.predicting,
         n_tasks=dataset.n_tasks) if measure_routing else []
     return HFTrainResult(model=model, objective=objective, history=history,
                          exact_match=object_exact_match(model, test),

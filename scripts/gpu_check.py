@@ -236,13 +236,13 @@ def interpolate(x: float, x0: float, y0: float, x1: float, y1: float) -> float:
 
 def project(runs: list, probes: list[dict], p: dict) -> dict:
     """Each run's wall time from the probes: steps / rate + quarter evaluations + final one."""
-    from moe_routing.experiments.task_routing import EVAL_QUARTERS
+    from moe_routing.experiments.task_routing import EVAL_POINTS
 
     by_kind = {q["kind"]: q for q in probes}
     moe = [by_kind[k] for k in ("fewest tasks", "most tasks") if k in by_kind]
 
     def cost(q: dict) -> tuple[float, float]:
-        return 1.0 / q["steps_per_s"], EVAL_QUARTERS * q["exact_match_s"] + q["eval_s"]
+        return 1.0 / q["steps_per_s"], EVAL_POINTS * q["exact_match_s"] + q["eval_s"]
 
     out, kinds = [], Counter()
     for c in runs:
@@ -270,7 +270,7 @@ def project(runs: list, probes: list[dict], p: dict) -> dict:
                 upper_bound_train_s=len(runs) * steps / slowest,
                 method=("per run: steps / rate interpolated linearly in the number of tasks "
                         "between the probes (most-experts rate for every MoE run; the dense "
-                        f"probe for the dense references) + {EVAL_QUARTERS} test exact matches "
+                        f"probe for the dense references) + {EVAL_POINTS} test exact matches "
                         "+ the final evaluate_run; runs one after another (one worker)"),
                 runs=out)
 

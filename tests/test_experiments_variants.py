@@ -57,6 +57,18 @@ def test_plan_counts_shared_one_expert_runs_once_and_adds_the_broken_variants():
     assert len(training_plan(**PARAMS, rule_power=False).distinct()) == 2 * 4 * 2 + 2
 
 
+def test_plan_decides_the_papers_claims_on_learned_rows_and_runs_the_variant_beside():
+    """The grid, the dense runs and A-Fig. 2 are the paper's setting (learned entity rows);
+    the fixed-code variant is A-Fig. 2's cell × objectives × seeds, and only it has codes."""
+    plan = training_plan(**PARAMS, entity_codes=4)
+    assert all(c.model.entity_codes is None for c in (*plan.grid, *plan.dense, *plan.fig2))
+    assert len(plan.variant) == 3 * len(PARAMS["seeds"])
+    assert {(c.n_tasks, c.n_experts, c.model.entity_codes) for c in plan.variant} == {(4, 3, 4)}
+    assert len(plan.distinct()) == len(training_plan(**PARAMS).distinct()) + 3 * 2
+    with pytest.raises(ValueError, match="distinct seeds"):
+        training_plan(**{**PARAMS, "seeds": [0, 0]})
+
+
 def test_plan_refuses_a_grid_without_experts_to_route():
     with pytest.raises(ValueError, match="grid_experts"):
         training_plan(**{**PARAMS, "grid_experts": [1]})

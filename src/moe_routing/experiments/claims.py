@@ -27,6 +27,7 @@ import numpy as np
 from .. import routing_metrics as rm
 from ..validation import fail, require
 from ..verdicts import Verdict
+from ..verdicts import codes_variant
 from ..verdicts import training as rules
 from .accuracy import (AccuracyInterval, PairedDifference, accuracy_interval,
                        paired_difference, shared_sampling_error)
@@ -201,6 +202,20 @@ def active(router: Sequence[dict], dense: Sequence[dict], standard: Sequence[dic
         float(ratio), share, int(router[0]["config"]["n_experts"]), converged=converged)
 
 
+def variant_cost(results: Sequence[dict], converged: bool = True) -> Verdict:
+    """``codes_variant.router_cost`` of the variant's runs at one configuration (the three
+    objectives, paired by seed)."""
+    g = _groups(results)
+    require(len({(k, e) for k, e, _ in g}) == 1, "results", sorted(g),
+            "the runs of one configuration (n_tasks, n_experts)")
+    by = {o: rs for (_, _, o), rs in g.items()}
+    require({"ce", "ce+lb", "ce+router"} <= set(by), "results objectives", sorted(by),
+            "runs of 'ce', 'ce+lb' and 'ce+router'")
+    return codes_variant.router_cost(cell_difference(by["ce+router"], by["ce"]),
+                                     cell_difference(by["ce+router"], by["ce+lb"]),
+                                     converged=converged)
+
+
 def convergence_table(results: Sequence[dict]) -> dict[str, tuple[float, float, float]]:
     """Run label -> (CE drop over the last fifth, accuracy change over the last quarter, the
     noise of that change on the run's test set), each distinct run once (a run shared by
@@ -213,8 +228,9 @@ def convergence_table(results: Sequence[dict]) -> dict[str, tuple[float, float, 
         seen.add(r["key"])
         c, cv = r["config"], convergence(r)
         kind = c["objective"] if c.get("variant", "none") == "none" else c["variant"]
+        codes = f", codes {c['entity_codes']}" if c.get("entity_codes") is not None else ""
         label = (f"K={c['n_tasks']}, E={c['n_experts']}, width {c['d_expert']}, {kind}, "
-                 f"seed {c['seed']}")
+                 f"seed {c['seed']}{codes}")
         p = float(r["accuracy"])
         out[label] = (cv["ce_drop"], cv["acc_change"],
                       1.96 * float(np.sqrt(2 * p * (1 - p) / max(int(r["n_test"]), 1))))
@@ -231,4 +247,4 @@ def converged(results: Sequence[dict]) -> Verdict:
 
 __all__ = ["active", "aligned", "ceiling_nmi", "cell_difference", "cell_interval", "cells",
            "comparable", "convergence_table", "converged", "determined_diagonal", "differences",
-           "diffuse", "in_band"]
+           "diffuse", "in_band", "variant_cost"]

@@ -21,16 +21,25 @@ from .task_routing import grid_configs
 class TrainingPlan:
     """Every configuration of the chapter, validated before anything is trained.
 
-    fig2 : A-Fig. 2's configuration with the three objectives (first seed).
-    grid : tasks × experts × objectives × seeds.
+    Paper A's claims are decided in the paper's setting, where every entity has a learned
+    embedding row (``grid``, ``dense``, ``fig2``); the book's capacity-bound variant, whose
+    entities are fixed random codes (:class:`~moe_routing.model.MoEShape`'s ``entity_codes``,
+    ours), runs beside it at A-Fig. 2's configuration and decides the book's own claims
+    (``variant``).
+
+    fig2 : A-Fig. 2's configuration with the three objectives (first seed), paper's setting.
+    grid : tasks × experts × objectives × seeds, paper's setting.
     dense : per seed, one expert as wide as all the experts of the largest MoE together, at
         the largest number of tasks (the same total parameters, all active).
+    variant : A-Fig. 2's configuration × objectives × seeds with fixed entity codes (ours);
+        empty without codes.
     broken : the broken variants of A-Fig. 2's configuration (:mod:`.power`), or none.
     """
 
     fig2: tuple[ExperimentConfig, ...]
     grid: tuple[ExperimentConfig, ...]
     dense: tuple[ExperimentConfig, ...]
+    variant: tuple[ExperimentConfig, ...] = ()
     broken: dict[str, ExperimentConfig] = field(default_factory=dict)
 
     @property
@@ -42,7 +51,7 @@ class TrainingPlan:
         return max(c.model.n_experts for c in self.grid)
 
     def configs(self) -> list[ExperimentConfig]:
-        return [*self.fig2, *self.grid, *self.dense, *self.broken.values()]
+        return [*self.fig2, *self.grid, *self.dense, *self.variant, *self.broken.values()]
 
     def distinct(self) -> list[ExperimentConfig]:
         """One configuration per training key (the one-expert cells of the three objectives
@@ -58,14 +67,15 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
                   n_heads: int, d_expert: int, steps: int, batch_size: int, lr: float,
                   device: str = "cpu", rule_power: bool = True,
                   entity_codes: int | None = None) -> TrainingPlan:
-    """The plan of the chapter's parameters (their names are the chapter's).  ``entity_codes``:
-    the rank of the fixed entity codes of every run (``MoEShape.entity_codes``; None: learned
-    embedding rows)."""
+    """The plan of the chapter's parameters (their names are the chapter's).  The grid is
+    the paper's setting (learned entity embeddings); ``entity_codes``: the rank of the fixed
+    entity codes of the book's variant at A-Fig. 2's configuration (None: no variant)."""
     seeds = [integer(f"seeds[{i}]", s, low=0) for i, s in enumerate(
         sequence("seeds", seeds, "a sequence of seeds (a list, even of one)"))]
+    require(len(set(seeds)) == len(seeds), "seeds", seeds, "distinct seeds")
     common = dict(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
                   d_model=d_model, n_heads=n_heads, d_expert=d_expert, steps=steps,
-                  batch_size=batch_size, lr=lr, device=device, entity_codes=entity_codes)
+                  batch_size=batch_size, lr=lr, device=device)
     fig2 = tuple(ExperimentConfig.from_flat(n_tasks=fig2_tasks, n_experts=fig2_experts,
                                             objective=o, seed=seeds[0], **common)
                  for o in OBJECTIVES)
@@ -77,8 +87,12 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
     dense = tuple(ExperimentConfig.from_flat(n_tasks=k_max, n_experts=1, objective="ce", seed=s,
                                              **{**common, "d_expert": d_expert * e_max})
                   for s in seeds)
+    variant = () if entity_codes is None else tuple(
+        ExperimentConfig.from_flat(n_tasks=fig2_tasks, n_experts=fig2_experts, objective=o,
+                                   seed=s, entity_codes=entity_codes, **common)
+        for o in OBJECTIVES for s in seeds)
     broken = broken_configs(list(fig2)) if flag("rule_power", rule_power) else {}
-    return TrainingPlan(fig2=fig2, grid=grid, dense=dense, broken=broken)
+    return TrainingPlan(fig2=fig2, grid=grid, dense=dense, variant=variant, broken=broken)
 
 
 __all__ = ["TrainingPlan", "training_plan"]

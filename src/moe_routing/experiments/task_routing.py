@@ -30,9 +30,10 @@ What is measured (all on the **test** split unless named otherwise):
   utilisation.
 * ``params`` — total parameters and active parameters per token (embedding rows, attention,
   router, the expert actually used, unembedding).
-* ``history`` — the training losses every 10 steps and ``evals``: test exact match at each
-  quarter of training (:data:`EVAL_QUARTERS`), so that :func:`convergence` can say whether the
-  run had stopped improving (the evaluations read the model only: training is unchanged).
+* ``history`` — the training losses every 10 steps and ``evals``: test exact match after each
+  eighth of training (:data:`EVAL_POINTS`): the learning curves of the chapter, and what
+  :func:`convergence` reads to say whether the run had stopped improving over its last quarter
+  (the evaluations read the model only: training is unchanged).
 
 The training budget is a number of optimiser **steps** (``steps``), the same for every grid
 cell: a run with more tasks sees each sentence fewer times, but no run gets more updates
@@ -101,8 +102,9 @@ from .store import RESULT_KEYS, WEIGHTS_FORMAT, load_result  # noqa: F401
 
 log = logging.getLogger(__name__)
 
-#: test exact match is evaluated after each quarter of training (for :func:`convergence`)
-EVAL_QUARTERS = 4
+#: test exact match is evaluated after each eighth of training: the learning curves, and the
+#: change over the last quarter that :func:`convergence` reads (6/8 → 8/8)
+EVAL_POINTS = 8
 
 #: the fields of a result that a recomputed model must reproduce (all but timings and
 #: provenance, which differ between two runs of the same code): counts, sizes and names
@@ -269,7 +271,7 @@ def _train_variant(cfg: ExperimentConfig, mcfg, data, tcfg, eval_fn):
     from ..model.train import History
     from ..runtime import seed_everything
 
-    eval_every = max(1, cfg.train.steps // EVAL_QUARTERS)
+    eval_every = max(1, cfg.train.steps // EVAL_POINTS)
     if cfg.variant in ("none", "collapsed"):
         return build_and_train(mcfg, data, tcfg, eval_fn=eval_fn, eval_every=eval_every)
     seed_everything(tcfg.seed)
@@ -389,7 +391,8 @@ def convergence(result: dict, tail: float = 0.2) -> dict:
     of steps ``[(1 − 2·tail)·S, (1 − tail)·S)`` to the last window ``[(1 − tail)·S, S]``: each
     logged value is the loss of one batch, so a window mean averages the batch noise out; a
     value near 0 means the loss had flattened.  ``acc_change`` — test exact match at the end
-    minus test exact match after three quarters of training (the ``evals`` of the history):
+    minus test exact match at the evaluation closest to three quarters of training (the
+    ``evals`` of the history):
     whether the quantity the chapter compares was still moving.  The cosine schedule lowers the
     learning rate towards the end, so a flat tail can also mean a slow optimiser; the two
     numbers are what the chapter's convergence rule judges, the reader sees both.  A run too
@@ -411,8 +414,10 @@ def convergence(result: dict, tail: float = 0.2) -> dict:
         ce_prev = ce_last = float("nan")
     evals = h.get("evals") or []
     acc = {int(e["step"]): float(e["accuracy"]) for e in evals}
-    q3 = [s for s in acc if s < total and s >= 0.7 * total]
-    acc_change = (acc[max(acc)] - acc[max(q3)]) if q3 and acc else float("nan")
+    # the evaluation closest to three quarters of training, strictly before the last one
+    q3 = [s for s in acc if s < max(acc, default=0) and s >= 0.6 * total]
+    q3_step = min(q3, key=lambda s: abs(s - 0.75 * total)) if q3 else None
+    acc_change = (acc[max(acc)] - acc[q3_step]) if q3_step is not None else float("nan")
     return dict(ce_prev=ce_prev, ce_last=ce_last, ce_drop=(ce_prev - ce_last) / ce_prev,
                 acc_change=acc_change)
 

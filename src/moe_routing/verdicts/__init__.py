@@ -34,7 +34,8 @@ Which words a claim can receive follows from whose claim it is (:data:`PAPER_VER
 :data:`OUR_VERDICTS`; the ledger refuses any other pairing).
 
 Rules live in one module per chapter family: :mod:`.knowledge`, :mod:`.construction`,
-:mod:`.training`, :mod:`.boundary`, :mod:`.landscape`, :mod:`.two_hop` and :mod:`.bridge` (ours).
+:mod:`.training`, :mod:`.boundary`, :mod:`.landscape`, :mod:`.two_hop`, :mod:`.bridge` and
+:mod:`.codes_variant` (ours).
 """
 
 from __future__ import annotations

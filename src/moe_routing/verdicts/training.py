@@ -38,16 +38,18 @@ def _pp(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def _interval(name: str, value) -> tuple[float, float, float]:
-    """``(mean, low, high)`` from an AccuracyInterval or a triple, with low ≤ mean ≤ high."""
+def _interval(name: str, value, low: float = 0.0,
+              what: str = "an accuracy interval") -> tuple[float, float, float]:
+    """``(mean, low, high)`` from an object with those attributes (an AccuracyInterval, a
+    PairedDifference) or a triple, each in [``low``, 1], with low ≤ mean ≤ high."""
     if hasattr(value, "mean") and hasattr(value, "low") and hasattr(value, "high"):
         value = (value.mean, value.low, value.high)
     try:
         m, lo, hi = (float(v) for v in value)
     except (TypeError, ValueError):
-        fail(name, value, "an accuracy interval (mean, low, high) or an AccuracyInterval")
+        fail(name, value, f"{what} (mean, low, high)")
     for part, v in (("mean", m), ("low", lo), ("high", hi)):
-        _fraction(f"{name}.{part}", v)
+        number(f"{name}.{part}", v, low=low, high=1.0)
     require(lo <= m <= hi, name, (m, lo, hi), "(mean, low, high) with low ≤ mean ≤ high")
     return m, lo, hi
 
@@ -219,16 +221,7 @@ def routing_aligned(diagonal: float, nmi_router: float, nmi_ce: float, nmi_lb: f
 
 def _difference(name: str, value) -> tuple[float, float, float]:
     """``(mean, low, high)`` of a paired difference (a PairedDifference or a triple)."""
-    if hasattr(value, "mean") and hasattr(value, "low") and hasattr(value, "high"):
-        value = (value.mean, value.low, value.high)
-    try:
-        m, lo, hi = (float(v) for v in value)
-    except (TypeError, ValueError):
-        fail(name, value, "a paired difference (mean, low, high) or a PairedDifference")
-    for part, v in (("mean", m), ("low", lo), ("high", hi)):
-        number(f"{name}.{part}", v, low=-2, high=2)
-    require(lo <= m <= hi, name, (m, lo, hi), "(mean, low, high) with low ≤ mean ≤ high")
-    return m, lo, hi
+    return _interval(name, value, low=-2.0, what="a paired difference")
 
 
 def _dv(t: tuple[float, float, float]) -> str:
@@ -243,6 +236,31 @@ def _equivalence(d: tuple[float, float, float], margin: float) -> str:
     if d[2] < -margin:
         return "loses"
     return "undecided"
+
+
+def comparable_cells(cells: Mapping[tuple[int, int], Sequence], *, margin: float = 0.03,
+                     min_standard: float = 0.5) -> dict[tuple[int, int], str]:
+    """Each cell of :func:`accuracy_comparable` -> ``"holds"``, ``"loses"``, ``"undecided"`` or
+    ``"uninformative"`` (that rule's docstring), for tables that show what the rule read."""
+    margin = number("margin", margin, low=0, high=1)
+    min_standard = _fraction("min_standard", min_standard)
+    if not isinstance(cells, Mapping) or not cells:
+        fail("cells", cells, "a non-empty mapping (n_tasks, n_experts) → "
+                             "(router − CE, router − CE+LB, standard accuracy)")
+    state = {}
+    for key, v in cells.items():
+        require(isinstance(key, tuple) and len(key) == 2, "cells key", key,
+                "(n_tasks, n_experts)")
+        if not isinstance(v, (tuple, list)) or len(v) != 3:
+            fail(f"cells[{key}]", v, "(router − CE, router − CE+LB, standard accuracy)")
+        d_ce, d_lb = (_difference(f"cells[{key}][{i}]", x) for i, x in enumerate(v[:2]))
+        if _fraction(f"cells[{key}][2]", v[2]) < min_standard:
+            state[key] = "uninformative"
+            continue
+        tests = {_equivalence(d_ce, margin), _equivalence(d_lb, margin)}
+        state[key] = ("loses" if "loses" in tests else
+                      "undecided" if "undecided" in tests else "holds")
+    return state
 
 
 @rule
@@ -272,29 +290,12 @@ def accuracy_comparable(cells: Mapping[tuple[int, int], Sequence], *,
     *partly* otherwise, the reason saying which cells hold and which lose.
     """
     converged = flag("converged", converged)
-    margin = number("margin", margin, low=0, high=1)
-    min_standard = _fraction("min_standard", min_standard)
     min_expert_counts = integer("min_expert_counts", min_expert_counts, low=1)
-    if not isinstance(cells, Mapping) or not cells:
-        fail("cells", cells, "a non-empty mapping (n_tasks, n_experts) → "
-                             "(router − CE, router − CE+LB, standard accuracy)")
-    state, worst = {}, None
-    for key, v in cells.items():
-        require(isinstance(key, tuple) and len(key) == 2, "cells key", key,
-                "(n_tasks, n_experts)")
-        if not isinstance(v, (tuple, list)) or len(v) != 3:
-            fail(f"cells[{key}]", v, "(router − CE, router − CE+LB, standard accuracy)")
-        d_ce, d_lb = (_difference(f"cells[{key}][{i}]", x) for i, x in enumerate(v[:2]))
-        std = _fraction(f"cells[{key}][2]", v[2])
-        d = min(d_ce, d_lb, key=lambda t: t[0])
-        if worst is None or d[0] < worst[1][0]:
-            worst = (key, d)
-        if std < min_standard:
-            state[key] = "uninformative"
-            continue
-        tests = {_equivalence(d_ce, margin), _equivalence(d_lb, margin)}
-        state[key] = ("loses" if "loses" in tests else
-                      "undecided" if "undecided" in tests else "holds")
+    state = comparable_cells(cells, margin=margin, min_standard=min_standard)
+    margin, min_standard = float(margin), float(min_standard)
+    # the cell and difference with the lowest mean: the reason names it
+    worst = min(((k, _difference("d", d)) for k, v in cells.items() for d in v[:2]),
+                key=lambda kd: kd[1][0])
     count = {w: sum(x == w for x in state.values())
              for w in ("holds", "loses", "undecided", "uninformative")}
     informative = len(state) - count["uninformative"]
@@ -446,5 +447,5 @@ def active_parameters(router_vs_dense, router_vs_standard, one_vs_dense, accurac
     return "inconclusive", f"{numbers}: an interval straddles −{100 * margin:g} pp"
 
 
-__all__ = ["accuracy_comparable", "accuracy_in_band", "active_parameters", "routing_aligned",
+__all__ = ["accuracy_comparable", "comparable_cells", "accuracy_in_band", "active_parameters", "routing_aligned",
            "routing_diffuse", "runs_converged"]

@@ -15,7 +15,7 @@ from moe_routing.experiments.hf_routing import HF_ROUTING_CODE
 from moe_routing.fingerprint import PACKAGE_ROOT, source_fingerprint
 
 
-def append(path: Path, text: str = "\n# edited\n") -> None:
+def append(path: Path, text: str = "\n_EDITED = 1\n") -> None:
     path.write_text(path.read_text(encoding="utf-8") + text, encoding="utf-8")
 
 

@@ -4,11 +4,16 @@ Two caches use it: the book's chapter executions (keyed by the whole science lib
 training-run cache of :mod:`moe_routing.experiments.task_routing` (keyed by the code that trains
 and measures).  Both hash *only* what their results depend on, so that editing the wording of a
 claim (``claims.yaml``, read when the ledger page is generated) or anything of the book tooling
-(which lives outside this package) re-executes nothing.
+(which lives outside this package) re-executes nothing.  A Python module is hashed as its
+syntax tree without docstrings (comments and layout are not in the tree): a docstring, a
+comment or a reflowed line changes no result, so it retrains and re-executes nothing; a file
+that does not parse is hashed as bytes (and fails where it is imported).  No chapter prints a
+docstring of the library.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -37,12 +42,33 @@ def source_files(parts: Iterable[str] | None = None, root: Path = PACKAGE_ROOT) 
     return sorted(files)
 
 
+def _code(path: Path) -> bytes:
+    """What a file contributes: a Python module's syntax tree without docstrings (the module
+    docstring); a data file's bytes."""
+    raw = path.read_bytes()
+    if path.suffix != ".py":
+        return raw
+    try:
+        tree = ast.parse(raw)
+    except (SyntaxError, ValueError):
+        return raw
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
+
+
 def source_fingerprint(parts: Iterable[str] | None = None, root: Path = PACKAGE_ROOT) -> str:
-    """SHA-256 (hex) of the relative paths and bytes of :func:`source_files`."""
+    """SHA-256 (hex) of the relative paths and the code (:func:`_code`) of
+    :func:`source_files`."""
     h = hashlib.sha256()
     for f in source_files(parts, root):
         h.update(str(f.relative_to(root)).encode())
         h.update(b"\0")
-        h.update(f.read_bytes())
+        h.update(_code(f))
         h.update(b"\0")
     return h.hexdigest()

@@ -57,7 +57,7 @@ def test_adamw_removes_the_temperature_factor_and_the_rule_says_so():
     assert abs(st.slope) < 0.2                       # the same pace at every τ
     # a slope near 0 over a 4x range of τ: no amplification
     v = rules.temperature_amplifies(st.slope, st.slope - 0.05, st.slope + 0.05, 2, 2)
-    assert v.verdict == "not reproduced"
+    assert v.verdict == "not supported"
 
 
 def test_fit_tells_an_exponential_from_a_drift():

@@ -196,9 +196,10 @@ def test_in_band_above_the_band_is_reported_not_held_against():
 # ---- active_parameters: testable only where it could fail ----------------------------------
 BINDS = dv(-0.10)                                       # one expert resolvably 10 pp below dense
 ACC = (0.9, 0.9, 0.9)
+EVEN = dv(0.0)
 
 
-def active(d_dense=dv(0.0), d_std=dv(0.0), d_one=BINDS, accs=ACC, ratio=0.5, share=0.2,
+def active(d_dense=EVEN, d_std=EVEN, d_one=BINDS, accs=ACC, ratio=0.5, share=0.2,
            e=7, **kw):
     return vt.active_parameters(d_dense, d_std, d_one, accs, ratio, share, e, **kw)
 

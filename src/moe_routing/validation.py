@@ -60,14 +60,17 @@ def _range_text(low, high, low_open, high_open) -> str:
 
 
 def number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
-           low_open: bool = False, high_open: bool = False) -> float:
-    """A finite real scalar in the given range, returned as a Python ``float``."""
+           low_open: bool = False, high_open: bool = False, allow_inf: bool = False) -> float:
+    """A finite real scalar in the given range, returned as a Python ``float`` (with
+    ``allow_inf``, +inf too, when the range allows it: a constant whose infinite value means
+    something, such as a tail constant C_m = ∞)."""
     rng = _range_text(low, high, low_open, high_open)
-    accepted = "a finite number" + (f" {rng}" if rng else "")
+    accepted = ("a number (finite, or inf)" if allow_inf else "a finite number") + \
+        (f" {rng}" if rng else "")
     if not _is_scalar_number(value):
         fail(name, value, accepted)
     v = float(value)
-    ok = np.isfinite(v)
+    ok = bool(np.isfinite(v)) or (allow_inf and v == float("inf"))
     if ok and low is not None:
         ok = v > low if low_open else v >= low
     if ok and high is not None:
@@ -138,15 +141,36 @@ def choice(name: str, value: Any, accepted: tuple | list) -> Any:
     return value
 
 
+def _host(value: Any) -> Any:
+    """A torch tensor as a CPU tensor NumPy can read (a floating dtype NumPy lacks, such as
+    bfloat16, as float32: exact); anything else unchanged."""
+    if not hasattr(value, "detach"):
+        return value
+    t = value.detach().cpu()
+    dtype = t.dtype
+    if getattr(dtype, "is_floating_point", False) and not getattr(dtype, "is_complex", False):
+        import torch
+
+        if dtype not in (torch.float16, torch.float32, torch.float64):
+            t = t.float()
+    return t
+
+
 def finite_array(name: str, value: Any, *, ndim: int | tuple[int, ...] | None = None,
                  shape: tuple[int | None, ...] | None = None, nonempty: bool = True,
                  low: float | None = None, low_open: bool = False) -> np.ndarray:
     """A real array with finite entries (float64 NumPy copy), of the given ``ndim`` or ``shape``
-    (``None`` in ``shape`` matches any size), non-empty unless allowed, entries above ``low``."""
+    (``None`` in ``shape`` matches any size), non-empty unless allowed, entries above ``low``.
+
+    A torch tensor is read on the CPU; one of a floating dtype NumPy has no counterpart for
+    (``bfloat16``, the float8 types) through float32, which holds each of its values exactly.
+    """
     try:
-        a = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+        a = np.asarray(_host(value))
     except (TypeError, ValueError):
-        fail(name, type(value).__name__, "a real array")
+        dtype = getattr(value, "dtype", None)
+        fail(name, type(value).__name__ if dtype is None else f"a {type(value).__name__} of "
+             f"dtype {dtype}", "a real array")
     if a.dtype == np.bool_ or not (np.issubdtype(a.dtype, np.integer)
                                    or np.issubdtype(a.dtype, np.floating)):
         fail(name, f"an array of dtype {a.dtype}", "a real (integer or float) array")

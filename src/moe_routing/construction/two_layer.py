@@ -52,10 +52,17 @@ is d_c wider than the one-layer one (``MID``).
 every two-hop task are single-hop tasks of the dataset and each composed fact (s, o) is
 (s, m) ∈ Δ₁, (m, o) ∈ Δ₂ there; (H-route1), (H-gate1), (H-route2): the routing labels and gates
 above are linearly separable in the structural block (decided by the fits and LPs of
-:mod:`.separators`, with certificates).  An entity that is the bridge of chains with different
-second hops is fine (the layer-2 route, not the bridge, picks the hop); a prefix shared by
-templates with different first hops is fine before the object slot (junction expert) and
-refused at it by (H-obj).
+:mod:`.separators`, with certificates); (H-margin) the constants above leave their margins,
+v_lo > μ·v_hi, μ·v₂_hi < 1 and D₁ > 0 (together: v_lo(1 + μ) > μ·v_hi(3 − μ) and
+v_min > i_max).  (H-margin) depends on the gates' spreads s_k -- the least possible when an LP
+found the gate, so a property of the dataset's structural codes -- and on η and μ: a first
+hop's gate must be ≥ 1 at the object slots of its two-hop tasks too, and a large spread makes
+A_k·η reach 1 (v_lo ≤ 0); its refusal names the task and the object slots where the gate is
+largest and smallest, and says below which ``eta`` the margins hold (the gates do not depend
+on η), or that ``max_coherence`` must come down first.  An entity that is the bridge of chains
+with different second hops is fine (the layer-2 route, not the bridge, picks the hop); a
+prefix shared by templates with different first hops is fine before the object slot (junction
+expert) and refused at it by (H-obj).
 
 Where the code is: this module builds the model (:func:`build_two_layer`) and compares it with
 the one-layer construction (:func:`compare_sizes`); the routes of both layers and the
@@ -67,6 +74,7 @@ hypotheses are in :mod:`.two_layer_routing`, the layout, neurons and report in
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -122,6 +130,81 @@ def _layer1_expert(parts, k, rows, is_bridge, settings, lp_time_limit):
     return syn, sem, gate, A
 
 
+def _below(x: float) -> float:
+    """``x`` > 0 rounded *down* to 3 significant digits (a value printed as a bound that
+    stays strictly below it)."""
+    step = 10.0 ** (math.floor(math.log10(x)) - 2)
+    y = math.floor(x / step) * step
+    return y - step if y >= x else y
+
+
+def _v2_hi(v_lo: float, v_hi: float, mu: float) -> float:
+    """v₂_hi = (v_hi − θ)/(v_lo − θ), θ = (v_lo + μ·v_hi)/2: the largest layer-2 activation."""
+    theta = (v_lo + mu * v_hi) / 2.0
+    return (v_hi - theta) / (v_lo - theta)
+
+
+def _check_margins(parts, single, gates, hop1, first_hops, spreads, scales, eta,
+                   max_coherence) -> None:
+    """Hypothesis (H-margin) (module docstring): the margins the constants of the layer-1
+    gates must leave, checked in this order -- (i) v_lo > μ·v_hi, (ii) μ·v₂_hi < 1, (iii)
+    D₁ = v_min − i_max > 0.  (i) and (ii) together read v_lo > q = μ·v_hi·(3 − μ)/(1 + μ).
+
+    Every term is set by the first hop (or task) whose gate has the largest spread s (A_k and
+    1 + 2s_k grow with s_k), so the refusal names that task, with the object slots where its
+    gate is largest (σ = 1 + s) and smallest (σ = 1), and the remedy: the gates, A_k and μ do
+    not depend on η, so every condition holds for η < min((1 − q)/A_hop, (1 − i_max)/max(A,
+    2)) when q < 1 and i_max < 1; otherwise μ must come down first."""
+    mu = parts.mu
+    nodes, tok = parts.nodes, parts.ds.tokenizer
+    v_min = min(1.0, 1.0 - max(scales, default=0.0) * eta, 1.0 - 2.0 * eta)
+    i_max = max(((1.0 + 2.0 * s) * mu for s in spreads), default=0.0)
+    D1 = v_min - i_max
+    h = max(hop1, key=lambda e: scales[e])            # the first hop of the largest spread
+    v_lo = min(1.0 - scales[e] * eta for e in hop1)
+    v_hi = max(1.0 + 2.0 * spreads[e] for e in hop1)
+    q = mu * v_hi * (3.0 - mu) / (1.0 + mu)
+    if v_lo <= mu * v_hi:
+        e = h
+        what = (f"(i) v_lo = 1 − A·η = {v_lo:.3g} ≤ μ·v_hi = {mu * v_hi:.3g}: MID = v₁·c(m) "
+                f"cannot tell the bridge m from another entity in layer 2")
+    elif not mu * _v2_hi(v_lo, v_hi, mu) < 1.0:          # ⇔ v_lo ≤ q, up to rounding
+        e = h
+        v2_hi = _v2_hi(v_lo, v_hi, mu)
+        what = (f"(ii) μ·v₂_hi = {mu * v2_hi:.3g} ≥ 1 (v_lo = {v_lo:.3g} ≤ μ·v_hi·(3 − μ)/"
+                f"(1 + μ) = {q:.3g}): no layer-2 output scale γ lifts the object above the "
+                f"leaked logits")
+    elif not D1 > 0:
+        e = max(range(len(single)), key=lambda x: scales[x])
+        what = (f"(iii) D₁ = v_min − i_max = {v_min:.3g} − {i_max:.3g} = {D1:.3g} ≤ 0: no "
+                f"logit margin even for the one-layer lookups")
+    else:
+        return
+    rows, gate = gates[e]
+    obj = np.array([any(OBJECT_SLOT in nx for nx in nodes.next[u].values()) for u in rows])
+    slots = rows[obj]
+    sigma = parts.Z[slots] @ gate.w + gate.c
+    witnesses = list(dict.fromkeys(nodes.text(int(slots[int(i)]), tok)
+                                   for i in ((np.argmax(sigma), np.argmin(sigma))
+                                             if slots.size else ())))
+    name = parts.ds.tasks[single[e]].name
+    how = "the least spread of any gate (LP)" if gate.outcome.method == "LP" else "as fitted"
+    a_max = max(max(scales, default=0.0), 2.0)
+    eta_max = min((1.0 - q) / scales[h], (1.0 - i_max) / a_max)
+    fix = (f"every margin holds with eta ≤ {_below(eta_max):.3g} (here eta = {eta:g}; the gates, "
+           f"A and μ do not depend on eta)" if q < 1.0 and i_max < 1.0 and eta_max > 0 else
+           f"no eta meets them: μ = {mu:.3g} is too large for the spreads (μ·v_hi·(3 − μ)/"
+           f"(1 + μ) = {q:.3g} and μ·(1 + 2·max s) = {i_max:.3g} must be < 1): lower "
+           f"max_coherence (here {max_coherence:g}) first")
+    raise TwoLayerHypothesisFails(
+        "H-margin", [name], witnesses, None,
+        f"{what}.  The gate of expert {name} is ≥ 1 at its object slots"
+        + (" and at those of the two-hop tasks whose first hop it is" if e in first_hops else "")
+        + f"; its spread s = {spreads[e]:.4g} ({how}: σ = "
+        f"{1 + spreads[e]:.4g} at the first witness, 1 at the second) makes A = 4(1/2 + s)/"
+        f"(1 − μ) = {scales[e]:.4g}, A·η = {scales[e] * eta:.3g} (μ = {mu:.3g}); {fix}")
+
+
 def _pad(W: dict, d: int, D: int) -> dict:
     """The one-layer embedding/attention/unembedding tensors, widened from d to D (zeros)."""
     dims = {"tok_emb.weight": 1, "pos_emb.weight": 1, "attn.w_q": 1, "attn.w_k": 1,
@@ -165,11 +248,12 @@ def build_two_layer(dataset, eps: float = 1e-4, *, rho: float = 0.5, eta: float 
     r1 = _fit_router(parts, lab1, names, "H-route1", router_margin, router_fit, lp_time_limit)
     r2 = _fit_router(parts, lab2, names, "H-route2", router_margin, router_fit, lp_time_limit)
     first_hops, second_hops = set(first.values()), set(second.values())
-    layer1, syn_n, sem_n, spreads, scales = [], [], [], [], []
+    layer1, syn_n, sem_n, spreads, scales, gates = [], [], [], [], [], []
     for e, k in enumerate(single):
         rows = np.nonzero(lab1 == e)[0]
         syn, sem, gate, A = _layer1_expert(parts, k, rows, e in first_hops, gate_fit,
                                            lp_time_limit)
+        gates.append((rows, gate))
         layer1.append(syn + sem)
         syn_n.append(len(syn))
         sem_n.append(len(sem))
@@ -186,15 +270,10 @@ def build_two_layer(dataset, eps: float = 1e-4, *, rho: float = 0.5, eta: float 
     v_lo = min(1.0 - scales[e] * eta for e in hop1)
     v_hi = max(1.0 + 2.0 * spreads[e] for e in hop1)
     mu = parts.mu
-    if not (D1 > 0 and v_lo > mu * v_hi):
-        raise ValueError(f"no margin for the layer-2 lookup: v_lo={v_lo:.3g} ≤ μ·v_hi="
-                         f"{mu * v_hi:.3g} or v_min − i_max={D1:.3g} ≤ 0 (gates too spread or "
-                         f"codes too coherent); lower max_coherence or eta")
+    _check_margins(parts, single, gates, hop1, first_hops, spreads, scales, eta, max_coherence)
     theta = (v_lo + mu * v_hi) / 2.0
     A2 = 1.0 / (v_lo - theta)
     v2_hi = (v_hi - theta) / (v_lo - theta)
-    require(mu * v2_hi < 1.0, "max_coherence", max_coherence,
-            f"a coherence bound with μ·v₂_hi < 1 (here μ={mu:.3g}, v₂_hi={v2_hi:.3g})")
     gamma = (D1 + v_hi) / (1.0 - mu * v2_hi)
     beta = logit_scale(eps, dataset.vocab_size, v_min, i_max)
     layer2 = []

@@ -6,9 +6,10 @@ node goes to in each layer: the hops of every two-hop task
 dataset), the layer-1 and layer-2 routing labels, and the linear routers that realise them in
 the structural block ((H-route1), (H-route2), decided with certificates by
 :mod:`.separators`).  The hypotheses the one-layer construction does not have
-(:data:`TWO_LAYER_HYPOTHESES`, (H-gate1) included, which the build checks on each layer-1
-expert) and their refusal (:class:`TwoLayerHypothesisFails`) are here too; the layout,
-neurons and report the build writes are in :mod:`.two_layer_parts`.
+(:data:`TWO_LAYER_HYPOTHESES`: (H-gate1) too, which the build checks on each layer-1 expert,
+and (H-margin), which it checks on the gates' constants) and their refusal
+(:class:`TwoLayerHypothesisFails`) are here too; the layout, neurons and report the build
+writes are in :mod:`.two_layer_parts`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ TWO_LAYER_HYPOTHESES = {
     "H-route2": "the layer-2 routing labels (a two-hop object slot: its second hop's expert; "
                 "every other node: the no-op expert) are linearly separable in the structural "
                 "block",
+    "H-margin": "the constants of the layer-1 gates leave every lookup a margin: "
+                "v_lo > μ·v_hi (layer 2 tells the bridge from the other entities), "
+                "μ·v₂_hi < 1 (the object's logit beats the leaked ones) and D₁ = v_min − i_max "
+                "> 0 (the one-layer logit margin), with v_lo = 1 − A_k·η, A_k = 4(1/2 + s_k)/"
+                "(1 − μ) and v_hi = 1 + 2s_k over the first hops k, s_k the spread of k's gate "
+                "(the least one when an LP found it), η = eta, μ the entity codes' coherence",
 }
 
 

@@ -194,7 +194,9 @@ def margin_tail_constant(margins, alpha: float) -> float:
     [Δ_(i), Δ_(i+1)) the ratio is largest at its left end: the sorted margins are the exact
     grid for :func:`moe_routing.boundary.mass.tail_constant`.  With this C_m the bound of
     :func:`bound_check` is a theorem for the positions measured, at *any* α > 0 (a fitted α
-    or the α = 1 of a transversal router).
+    or the α = 1 of a transversal router).  A margin of 0 (a tie) puts mass at w → 0 that no
+    C_m w^α bounds: C_m = inf, which :func:`bound_check` accepts (its bound is then +inf,
+    vacuous, unless M = 0).
     """
     d = margins.margins if isinstance(margins, RouterMargins) else margins
     srt = np.sort(check.finite_array("margins", d, ndim=1, low=0))

@@ -10,6 +10,7 @@ from :mod:`.bridge` as before.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -188,6 +189,16 @@ def bound_check(gap, alpha: float, C_m: float, constants: dict, taus=None) -> Bo
     ``gap_losses`` instead, which that constant bounds) or an array with ``taus``.
     The bound holds for the law of the positions measured only if C_m is the supremum over
     every w of *their* empirical BM (:func:`boundary_mass_of_router` of the same positions).
+
+    Degenerate constants, and what they give (the products take 0·∞ = 0):
+
+    * ``C_m = inf`` (accepted: :func:`margin_tail_constant`'s value when a margin is 0, where
+      no BM(w) ≤ C_m w^α holds with a finite C_m) -- the bound is +inf at every τ (vacuous),
+      ``ratio`` 0, ``below`` True; unless M = 0 (next item).
+    * ``M = 0`` (``loss_range`` 0 or ``M`` 0: every expert's loss is the same at every
+      position, so |ℓ_τ − ℓ_0| = 0 pointwise) -- the bound is 0 at every τ, whatever C_m.
+    * ``ratio`` = gap / bound with gap/0 = +inf for a positive gap (the bound is violated) and
+      0/0 = 0 (a zero gap is within any bound, a zero one included); gap/inf = 0.
     """
     if not isinstance(constants, dict):
         check.fail("constants", type(constants).__name__,
@@ -208,23 +219,47 @@ def bound_check(gap, alpha: float, C_m: float, constants: dict, taus=None) -> Bo
         t = check.temperatures("taus", taus)
         g = np.abs(check.finite_array("gap", gap, shape=t.shape))
     alpha = check.positive("alpha", alpha)
-    C_m = check.number("C_m", C_m, low=0, low_open=True)
+    # inf: margin_tail_constant's value when a margin is 0 (the bound is then vacuous)
+    C_m = check.number("C_m", C_m, low=0, low_open=True, allow_inf=True)
+    from scipy import special
+
     if form == ("B", "B_star"):
         B = check.positive("constants['B']", constants["B"])
         Bs = check.positive("constants['B_star']", constants["B_star"])
         M = 4 * B * (B + Bs)
-        bound = risk_bound(t, K, B, Bs, C_m, alpha)
+        log_M = math.log(4.0) + math.log(B) + float(np.logaddexp(math.log(B), math.log(Bs)))
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            bound = (risk_bound(t, K, B, Bs, C_m, alpha) if np.isfinite(C_m)
+                     else np.full(t.shape, np.inf))                  # M > 0: vacuous
         name = f"squared loss, mixture of predictions: M = 4B(B+B*) with B = {B:g}, B* = {Bs:g}"
     else:
         key = form[0]
         M = check.number(f"constants[{key!r}]", constants[key], low=0)
-        from scipy import special
-
-        bound = (K - 1) * M * C_m * special.gamma(1 + alpha) * t ** alpha
+        log_M = math.log(M) if M > 0 else -math.inf
+        if M == 0:                    # no pointwise gap: 0 whatever C_m (0·∞ = 0)
+            bound = np.zeros(t.shape)
+        elif not np.isfinite(C_m):
+            bound = np.full(t.shape, np.inf)
+        else:
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                bound = (K - 1) * M * C_m * special.gamma(1 + alpha) * t ** alpha
         name = ("mixture of losses: M = loss range" if key == "loss_range"
                 else "pointwise constant M given")
+    if M > 0 and np.isfinite(C_m):
+        # a factor past float64's range (M·C_m = inf while τ^α is small, Γ(1 + α) = inf for
+        # α > 170, τ^α = 0, …) makes the product inf, 0 or NaN where the bound is a float:
+        # there it is exp of the sum of the logs (inf or 0 only where the bound itself is)
+        off = ~(np.isfinite(bound) & (bound >= np.finfo(float).tiny))
+        if off.any():
+            log_b = (math.log(K - 1) + log_M + math.log(C_m) + float(special.gammaln(1 + alpha))
+                     + alpha * np.log(t))
+            with np.errstate(over="ignore", under="ignore"):
+                bound = np.where(off, np.exp(log_b), bound)
     slope, slope_ci = _loglog_slope(t, g)
-    ratio = np.divide(g, bound, out=np.zeros_like(g), where=bound > 0)
+    # gap / bound, with gap/0 = inf for a positive gap and 0/0 = 0 (docstring)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(bound > 0, g / np.where(bound > 0, bound, 1.0),
+                         np.where(g > 0, np.inf, 0.0))
     return BoundCheck(taus=t, gap=g, bound=bound, ratio=ratio, below=bool(np.all(g <= bound)),
                       slope=slope, slope_ci=slope_ci, alpha=alpha,
                       rate_matches=bool(slope_ci[0] <= alpha <= slope_ci[1]), C_m=C_m,

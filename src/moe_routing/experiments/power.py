@@ -188,4 +188,5 @@ def power_table(real: Mapping[str, dict], broken: Mapping[str, dict],
     return rows
 
 
-__all__ = ["ABSTAIN", "MUST_ABSTAIN", "MUST_FAIL", "NEGATIVE", "PowerRow", "RULES", "VARIANT_NAMES", "broken_configs", "power_table"]
+__all__ = ["ABSTAIN", "MUST_ABSTAIN", "MUST_FAIL", "NEGATIVE", "PowerRow", "RULES",
+           "VARIANT_NAMES", "broken_configs", "power_table"]

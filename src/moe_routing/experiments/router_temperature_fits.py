@@ -50,14 +50,31 @@ def _slope(steps, ly) -> float:
     return float(np.polyfit(steps, ly, 1)[0]) if steps.size >= 3 else math.nan
 
 
+def _band(band) -> tuple[float, float]:
+    """``band`` as (lo, hi) floats with 0 < lo < hi (a reversed or NaN band would select no
+    window, or a wrong one, and give a NaN fit without saying why)."""
+    accepted = "(lo, hi) with 0 < lo < hi: the band of max |centred logit|/τ fitted"
+    if isinstance(band, (str, bytes)):
+        check.fail("band", band, accepted)
+    try:
+        lo, hi = band
+    except (TypeError, ValueError):
+        check.fail("band", band, accepted)
+    lo = check.positive("band[0]", lo)
+    hi = check.positive("band[1]", hi)
+    check.require(lo < hi, "band", band, accepted)
+    return lo, hi
+
+
 def fit_growth(values, scaled, band) -> GrowthFit:
     """Fit log ``values`` (S,) against the step over the window where the softmax's argument
     ``scaled`` (S,) first lies in ``band`` = (lo, hi): from the first step with scaled ≥ lo to
     the last before scaled first exceeds hi -- the same band of the linearisation for every
-    τ (below lo the start's transient, above hi the softmax is no longer linear)."""
+    τ (below lo the start's transient, above hi the softmax is no longer linear).  ``band``:
+    two finite numbers 0 < lo < hi (as :attr:`.router_temperature.TemperatureSetup.band`)."""
     values = check.finite_array("values", values, ndim=1, low=0)
     scaled = check.finite_array("scaled", scaled, shape=(values.size,), low=0)
-    lo, hi = band
+    lo, hi = _band(band)
     start = np.nonzero(scaled >= lo)[0]
     if not start.size:
         return GrowthFit((0, -1), math.nan, math.nan, math.nan)
@@ -153,6 +170,26 @@ def _loglog(taus, values, confidence: float):
     return float(slope), (float(slope - q * se), float(slope + q * se)), n
 
 
+def _distinct(runs: list) -> list:
+    """``runs`` when no two share (τ, seed) -- each is one cell of the (seed, τ) grid, and a
+    second run of a cell would silently replace the first (the fit would depend on the runs'
+    order and count a run that did not enter it) -- and they span two temperatures or more
+    (one τ has no slope)."""
+    seen: dict[tuple[float, int], int] = {}
+    for i, r in enumerate(runs):
+        key = (check.temperature(f"runs[{i}].tau", r.tau),
+               check.integer(f"runs[{i}].seed", r.seed, low=0))
+        if key in seen:
+            check.fail("runs (τ, seed)", [(float(x.tau), int(x.seed)) for x in runs],
+                       f"one run per (τ, seed) pair (runs[{seen[key]}] and runs[{i}] are both "
+                       f"τ = {key[0]:g}, seed {key[1]})")
+        seen[key] = i
+    taus = sorted({t for t, _ in seen})
+    check.require(len(taus) >= 2, "runs (τ)", taus,
+                  "runs at two or more distinct temperatures (a slope against 1/τ)")
+    return runs
+
+
 def _grid(runs, value):
     """(taus (T,), seeds, values (n_seeds, T)) with ``value(run)`` placed by seed and τ."""
     taus = np.unique([r.tau for r in runs])
@@ -167,8 +204,11 @@ def rate_scaling(runs, measure: str = "contrast", confidence: float = 0.95
                  ) -> TemperatureScaling:
     """Fit log(rate) = p·log(1/τ) + c over the runs whose ``measure`` (``"contrast"``: |w|,
     ``"aligned"``: A) grew log-linearly, pooled over seeds (the interval uses the t quantile
-    with n − 2 degrees of freedom: the seeds' runs are treated as independent)."""
-    runs = check.sequence_of("runs", runs, GrowthRun)
+    with n − 2 degrees of freedom: the seeds' runs are treated as independent).  Two runs at
+    the same (τ, seed) are refused (ValueError naming both), and so are runs at one τ only;
+    the slope is NaN when fewer than two runs at distinct τ grew log-linearly
+    (``n_fitted`` says how many did)."""
+    runs = _distinct(check.sequence_of("runs", runs, GrowthRun))
     check.choice("measure", measure, MEASURES)
     confidence = check.probability("confidence", confidence)
     taus, _, rates = _grid(runs, lambda r: r.rate(measure))
@@ -200,7 +240,7 @@ class StepScaling:
 def step_scaling(runs, step: int, measure: str = "contrast", confidence: float = 0.95
                  ) -> StepScaling:
     """:class:`StepScaling` of the runs at ``step`` (every run must have reached it)."""
-    runs = check.sequence_of("runs", runs, GrowthRun)
+    runs = _distinct(check.sequence_of("runs", runs, GrowthRun))
     check.choice("measure", measure, MEASURES)
     shortest = min(r.aligned.size for r in runs) - 1
     step = check.integer("step", step, low=1, high=shortest)

@@ -227,12 +227,24 @@ def two_hop_grid(n_layers: Iterable[int] = LAYERS, objectives: Iterable[str] = O
                  seeds: Iterable[int] = (0, 1), base: TwoHopConfig | None = None,
                  **changes) -> list[TwoHopConfig]:
     """Every combination of depth × objective × seed on ``base`` (default: the defaults) with
-    ``changes`` (fields of any part), validated up front."""
+    ``changes`` (fields of any part), validated up front.  The values of each axis must be
+    distinct (``seeds=[0, 0]`` would give two configurations of one run, one cache key, and
+    an interval over seeds would count that run twice): a repeated value is refused, named."""
     base = TwoHopConfig() if base is None else _config(base)
     axes = {name: sequence(name, values, "a sequence of values (a list, even of one)")
             for name, values in (("n_layers", n_layers), ("objectives", objectives),
                                  ("seeds", seeds))}
     base = base.replace(**changes)
+    for name, field_name in (("n_layers", "n_layers"), ("objectives", "objective"),
+                             ("seeds", "seed")):
+        # each value as the configuration holds it (checked; 1.0 and 1 are one depth)
+        held = [getattr(base.replace(**{field_name: v}), field_name) for v in axes[name]]
+        first: dict = {}
+        for i, v in enumerate(held):
+            if v in first:
+                fail(name, axes[name], f"distinct values ({v!r} is both {name}[{first[v]}] "
+                                       f"and {name}[{i}]: one run, listed twice)")
+            first[v] = i
     return [base.replace(n_layers=n, objective=o, seed=s) for n in axes["n_layers"]
             for o in axes["objectives"] for s in axes["seeds"]]
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..validation import integer
+from ..validation import instance, integer, require
 from .two_hop_config import TwoHopConfig, TwoHopData, _config
 
 
@@ -135,13 +135,19 @@ def _majority(values: np.ndarray, n: int) -> int:
 
 
 def evaluate_two_hop(model, ds, parts: TwoHopSplit, n_experts: int) -> dict:
-    """Every measurement of the module docstring, for a trained model."""
+    """Every measurement of the module docstring, for a trained model (a
+    :class:`~moe_routing.model.MoETransformer`); ``n_experts`` must be the model's expert count
+    (``model.config.n_experts``: the routes are counted over that many experts)."""
     import torch
 
     from .. import routing_metrics as rm
-    from ..model import collect_routing
+    from ..model import MoETransformer, collect_routing
 
-    n_experts = integer("n_experts", n_experts, low=1)
+    instance("model", model, MoETransformer, "a MoETransformer (the trained two-hop model)")
+    have = int(model.config.n_experts)
+    n_experts = integer("n_experts", n_experts)
+    require(n_experts == have, "n_experts", n_experts,
+            f"the model's expert count, {have} (model.config.n_experts)")
     enc = ds.encode_split("all")
     hops = hop_tasks(ds)
     single, seen, held = (_take(enc, parts.single_test), _take(enc, parts.seen),

@@ -49,6 +49,7 @@ GPU path's functions (``_*_async``) on the CPU against the CPU path.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -279,18 +280,28 @@ def _load_balancing_async(probs: torch.Tensor, idx: torch.Tensor, keep: torch.Te
 
 def router_z_loss(router_logits: torch.Tensor, beta: float = 1e-3,
                   mask: torch.Tensor | None = None) -> torch.Tensor:
-    """ST-MoE z-loss ``β · mean_x logsumexp(logits_x)^2``; keeps router logits small."""
+    """ST-MoE z-loss ``β · mean_x logsumexp(logits_x)^2``; keeps router logits small.
+
+    In the logsumexp's dtype (float32 for half-precision logits): ``β · mean(lse²)``, bit for
+    bit, where that is its value; where the square overflows (logits 1e200, β = 1e-300) or β
+    is outside the dtype's normal range, ``mean((√β·lse)²)`` in float64, rounded to the dtype."""
     beta = _coefficient("beta", beta)
     tensor("router_logits", router_logits, "float", min_ndim=1)
     z = torch.logsumexp(_upcast(router_logits), dim=-1).reshape(-1)        # (n,)
+    beta_ok = beta == 0 or torch.finfo(z.dtype).tiny <= beta <= torch.finfo(z.dtype).max
     m = _flat_mask(mask, tuple(router_logits.shape[:-1]), z.device)
-    if m is not None and not on_cpu(z):
-        return beta * _masked_mean(z ** 2, m)
+    if m is not None and not on_cpu(z):      # chosen on the device, without waiting for it
+        stable = _masked_mean((z.double() * math.sqrt(beta)) ** 2, m).to(z.dtype)
+        plain = beta * _masked_mean(z ** 2, m)
+        return torch.where(torch.isfinite(plain), plain, stable) if beta_ok else stable
     if m is not None:
         z = z[m]
     if z.numel() == 0:
         return z.sum() * 0.0
-    return beta * (z ** 2).mean()
+    plain = beta * (z ** 2).mean()
+    if beta_ok and bool(torch.isfinite(plain)):
+        return plain
+    return ((z.double() * math.sqrt(beta)) ** 2).mean().to(z.dtype)
 
 
 def task_to_expert(task_ids: torch.Tensor, n_experts: int) -> torch.Tensor:

@@ -12,11 +12,9 @@ directions, and the reason says so.  Each rule also reads *inconclusive* where i
 cannot be decided (intervals that straddle its threshold, a quantity the model cannot test at
 its size, a model that learned too little).
 
-A routing rule judges only *trained* models (test accuracy ≥ ``min_accuracy``): the routing of a
-model that has not learned the task says nothing about what training does to a router.  Each
-rule's power -- that it reads *not reproduced* for deliberately broken models (a router with
-constant logits, routing collapsed onto one expert, shuffled task labels, a dense model with
-fewer active parameters, an untrained model, a run stopped early) -- is measured on real runs
+Each rule's power -- its negative word for deliberately broken models (constant router
+logits, routing collapsed onto one expert, shuffled task labels, a run stopped early), and
+*inconclusive* for undecidable ones (untrained, stopped early) -- is measured on real runs
 (:mod:`moe_routing.experiments.power`, ``tests/test_rule_power.py``).
 """
 
@@ -26,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..validation import fail, finite_array, flag, integer, number, require
+from ..validation import fail, flag, integer, number, require
 from . import rule
 
 
@@ -54,7 +52,7 @@ def _interval(name: str, value, low: float = 0.0,
     return m, lo, hi
 
 
-def _iv(t: tuple[float, float, float]) -> str:
+def _iv(t: tuple[float, float, float]) -> str:                    # an accuracy interval
     return f"{100 * t[0]:.1f} % [{100 * t[1]:.1f}, {100 * t[2]:.1f}]"
 
 
@@ -240,8 +238,8 @@ def _equivalence(d: tuple[float, float, float], margin: float) -> str:
 
 def comparable_cells(cells: Mapping[tuple[int, int], Sequence], *, margin: float = 0.03,
                      min_standard: float = 0.5) -> dict[tuple[int, int], str]:
-    """Each cell of :func:`accuracy_comparable` -> ``"holds"``, ``"loses"``, ``"undecided"`` or
-    ``"uninformative"`` (that rule's docstring), for tables that show what the rule read."""
+    """Each cell of :func:`accuracy_comparable` -> ``"holds"``, ``"loses"``, ``"undecided"``
+    or ``"uninformative"`` (that rule's docstring): what the rule read, for tables."""
     margin = number("margin", margin, low=0, high=1)
     min_standard = _fraction("min_standard", min_standard)
     if not isinstance(cells, Mapping) or not cells:
@@ -447,5 +445,5 @@ def active_parameters(router_vs_dense, router_vs_standard, one_vs_dense, accurac
     return "inconclusive", f"{numbers}: an interval straddles −{100 * margin:g} pp"
 
 
-__all__ = ["accuracy_comparable", "comparable_cells", "accuracy_in_band", "active_parameters", "routing_aligned",
-           "routing_diffuse", "runs_converged"]
+__all__ = ["accuracy_comparable", "accuracy_in_band", "active_parameters", "comparable_cells",
+           "routing_aligned", "routing_diffuse", "runs_converged"]

@@ -274,3 +274,22 @@ def test_bound_check_forms_rate_and_a_violation():
     assert not wrong.rate_matches
     tight = br.bound_check(gap, 0.7, 1e-3, dict(n_experts=2, M=1.0), taus=taus)
     assert not tight.below and tight.ratio.max() > 1
+
+
+def test_a_top_two_model_is_measured_at_its_boundary_and_refused_by_soft_vs_hard(run):
+    """A top-k router's margin is a_(k) − a_(k+1) (it changes its set of experts there); the
+    soft mixture's τ → 0 limit is top-1 routing, so soft_vs_hard refuses a top-2 model
+    (before: it was measured as if top-1, silently)."""
+    import copy
+    from dataclasses import replace as dc_replace
+
+    _, _, _, model, ds = run
+    top2 = copy.deepcopy(model)
+    top2.config = dc_replace(model.config, top_k=2)
+    m1, m2 = br.router_margins(model, ds), br.router_margins(top2, ds)
+    s = np.sort(m2.logits, axis=1)
+    assert np.allclose(m2.margins, s[:, -2] - s[:, -3])
+    assert np.allclose(m1.margins, s[:, -1] - s[:, -2])
+    assert not np.allclose(m1.margins, m2.margins)
+    with pytest.raises(ValueError, match="model.config.top_k"):
+        br.soft_vs_hard(top2, ds, TAUS)

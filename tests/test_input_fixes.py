@@ -280,3 +280,34 @@ def test_evaluate_two_hop_refuses_an_expert_count_that_is_not_the_models():
             evaluate_two_hop(model, ds, parts, n)
     with pytest.raises(ValueError, match=r"^model = "):
         evaluate_two_hop("model", ds, parts, 4)
+
+
+# ---- what the sweep found outside its first modules ------------------------------------------
+def test_the_one_layer_logit_margin_refusal_names_its_hypothesis():
+    from moe_routing.construction.build import logit_scale
+
+    with pytest.raises(ValueError, match=r"\(H-margin\).*v_min − i_max"):
+        logit_scale(1e-4, 100, 0.2, 0.3)
+
+
+def test_gate_gap_bound_refuses_an_expert_count_no_float_holds():
+    from moe_routing.boundary.margin import gate_gap_bound
+
+    with pytest.raises(ValueError, match="n_experts"):
+        gate_gap_bound([0.1], 0.1, 10 ** 400)
+    assert gate_gap_bound([0.0], 0.1, 3)[0] == pytest.approx(2.0)
+
+
+def test_an_id_out_of_range_is_named_once():
+    from moe_routing import routing_metrics as rm
+
+    with pytest.raises(ValueError) as e:
+        rm.task_expert_counts([0, 5], [0, 1], 2, 2)
+    assert "accepted: accepted" not in str(e.value) and "0..1" in str(e.value)
+
+
+def test_temperature_sweep_refuses_a_repeated_seed():
+    from moe_routing.experiments import router_temperature as rt
+
+    with pytest.raises(ValueError, match="distinct seeds"):
+        rt.temperature_sweep(rt.TemperatureSetup(), [0.05, 0.2], [0, 0])

@@ -62,7 +62,7 @@ def _ids(name: str, values) -> np.ndarray:
 
 def _in_range(name: str, ids: np.ndarray, n: int) -> None:
     lo, hi = int(ids.min()), int(ids.max())
-    require(lo >= 0 and hi < n, f"{name} range", f"{lo}..{hi}", f"accepted 0..{n - 1}")
+    require(lo >= 0 and hi < n, f"{name} range", f"{lo}..{hi}", f"ids in 0..{n - 1}")
 
 
 def _counts(counts) -> np.ndarray:

@@ -68,6 +68,8 @@ def hard_gates(logits) -> np.ndarray:
 def gate_gap_bound(margin, tau: float, n_experts: int) -> np.ndarray:
     """(K − 1) e^{−Δ/τ}: bound on 1 − π_{k*,τ} (half the bound on ‖π_τ − π_0‖_1)."""
     K = check.integer("n_experts", n_experts, low=2)
+    check.require(K - 1 < 2 ** 1023, "n_experts", K,
+                  "an expert count a float can hold (< 2**1023)")
     tau = check.temperature("tau", tau)
     margin = check.finite_array("margin", margin, low=0)
-    return (K - 1) * np.exp(-margin / tau)
+    return float(K - 1) * np.exp(-margin / tau)

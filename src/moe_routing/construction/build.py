@@ -50,7 +50,9 @@ Where each step lives: steps 1, 2, 4 and 7's weights in :class:`.parts.Construct
 β in :func:`logit_scale`.  Both builds run the same per-task loop (:func:`task_circuits`).
 
 **Hypotheses and refusals.**  The construction needs (H-obj) (:mod:`.structure`), (H-code)
-(step 4), (H-route) (step 3) and (H-gate): the gate σ_k of step 5 exists.  The last three are
+(step 4), (H-route) (step 3), (H-gate): the gate σ_k of step 5 exists, and (H-margin): the
+value read at a valid next token exceeds every invalid one, ``v_min > i_max`` (step 7; checked
+by :func:`logit_scale`, whose refusal names it).  (H-code), (H-route) and (H-gate) are
 linear separability, found by iterative fits; a fit that stops short is *not* a refusal: a
 linear program decides, and either supplies the separator (the build continues; the report's
 ``router_fit``/``gate_fits``/``detector_fits`` say so) or proves that none exists -- then
@@ -173,8 +175,10 @@ def beta_for(report, eps: float, V: int) -> float:
 def logit_scale(eps: float, V: int, v_min: float, i_max: float) -> float:
     """β of step 7: the W_U scale that puts P(invalid | w) ≤ (V − 1)e^{−β(v_min − i_max)} = ε/2."""
     if not v_min - i_max > 0:
-        raise ValueError(f"no logit margin: v_min={v_min:.3g} ≤ i_max={i_max:.3g} (entity code "
-                         f"too coherent or gates too spread); lower max_coherence or eta")
+        raise ValueError(f"hypothesis (H-margin) fails: the logit margin v_min − i_max = "
+                         f"{v_min - i_max:.3g} ≤ 0 (v_min = {v_min:.3g}, i_max = {i_max:.3g}): "
+                         "the entity codes are too coherent for the gates' spread; lower "
+                         "max_coherence or eta")
     return (math.log((V - 1) / eps) + math.log(2.0)) / (v_min - i_max)
 
 

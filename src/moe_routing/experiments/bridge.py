@@ -46,6 +46,7 @@ import numpy as np
 
 from .. import validation as check
 from ..boundary.fits import bootstrap_bm_fit
+from ..boundary.margin import top_two_margin
 from ..boundary.mass import boundary_mass_from_margins, tail_constant
 # the model's parts and the soft-to-hard gap live in their own modules; importable from here
 from .bridge_layers import (SPLITS, _dataset, _expert_outputs, _float64, _head,  # noqa: F401
@@ -98,7 +99,9 @@ def router_margins(model, dataset, positions: str = "all", split: str = "test",
                    batch_size: int = 512) -> RouterMargins:
     """Δ(x) of the model's router at the ``positions`` of the ``split`` sentences of
     ``dataset`` (the model's training dataset): ``'all'`` predicted positions, only the
-    ``'object'``-predicting ones, or only those of kind ``'determined'`` / ``'shared'``."""
+    ``'object'``-predicting ones, or only those of kind ``'determined'`` / ``'shared'``.
+    For a top-k router Δ is a_(k) − a_(k+1), the gap at its decision boundary (top-1: the
+    top-two margin of paper B)."""
     _model(model)
     _dataset(dataset, model)
     positions = check.choice("positions", positions, POSITIONS)
@@ -113,9 +116,12 @@ def router_margins(model, dataset, positions: str = "all", split: str = "test",
     _, logits = _layer_parts(model, enc.inputs, batch_size)
     a = logits[sel].double().cpu().numpy()                                   # (n, K)
     rows, cols = sel.nonzero(as_tuple=True)
-    s = np.sort(a, axis=1)
+    k = int(model.config.top_k)
+    check.require(k < a.shape[1], "model.config.top_k", k,
+                  f"fewer than the {a.shape[1]} experts (at k = E no choice has a boundary)")
     return RouterMargins(
-        margins=s[:, -1] - s[:, -2], logits=a, determined=determined[sel].cpu().numpy(),
+        # the boundary of a top-k router is between its k-th and (k+1)-th logit
+        margins=top_two_margin(a, k=k), logits=a, determined=determined[sel].cpu().numpy(),
         is_object=obj[sel].cpu().numpy(), sentence=rows.cpu().numpy(),
         position=cols.cpu().numpy(), task=enc.task[rows].cpu().numpy(),
         router_temperature=float(model.config.router_temperature), split=split,

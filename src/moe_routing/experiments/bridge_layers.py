@@ -18,11 +18,17 @@ SPLITS = ("test", "train")
 
 
 # ----------------------------------------------------------------------------- checks
-def _model(model):
+def _model(model, top_1: bool = False):
+    """``model``, checked: one layer, ≥ 2 experts, all alive; ``top_1``: also top-1 routing
+    (the soft mixture at τ → 0 is the top-1 hard router, paper B's setting: a top-k model's
+    hard forward is not that limit, so comparing the two would measure something else)."""
     from ..model import MoETransformer
 
     check.instance("model", model, MoETransformer, "a MoETransformer (e.g. from load_model)")
     cfg = model.config
+    check.require(not top_1 or cfg.top_k == 1, "model.config.top_k", cfg.top_k,
+                  "1 (the soft mixture's τ → 0 limit is top-1 routing; a top-k model's "
+                  "margins are measured by router_margins at its k-th boundary)")
     check.require(cfg.n_layers == 1, "model.config.n_layers", cfg.n_layers,
                   "1 (paper A's one-layer model: the soft router replaces its only MoE layer)")
     check.require(cfg.n_experts >= 2, "model.config.n_experts", cfg.n_experts,

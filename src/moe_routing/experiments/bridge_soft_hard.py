@@ -33,7 +33,7 @@ def mixture_logits(model, inputs, select, taus):
     """
     import torch
 
-    _model(model)
+    _model(model, top_1=True)
     t = check.temperatures("taus", taus)
     m = _float64(model)
     check.instance("select", select, torch.Tensor, "a bool tensor (M, t)")
@@ -104,7 +104,7 @@ def soft_vs_hard(model, dataset, taus, split: str = "test") -> SoftHard:
     import torch
     import torch.nn.functional as F
 
-    _model(model)
+    _model(model, top_1=True)
     _dataset(dataset, model)
     t = check.temperatures("taus", taus)
     enc = _split(dataset, split, model)

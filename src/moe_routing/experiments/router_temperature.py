@@ -275,4 +275,6 @@ def temperature_sweep(setup: TemperatureSetup, taus, seeds) -> tuple[GrowthRun, 
                   "at least two distinct temperatures")
     seeds = [check.integer(f"seeds[{i}]", s, low=0) for i, s in
              enumerate(check.sequence("seeds", seeds, "a non-empty list of seeds ≥ 0"))]
+    check.require(len(set(seeds)) == len(seeds), "seeds", seeds,
+                  "distinct seeds (a repeated seed is the same run twice)")
     return tuple(train_from_symmetry(setup, float(t), s) for s in seeds for t in taus)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import routing_metrics as rm
-from ..validation import fail, require
+from ..validation import fail, integer, require
 from ..verdicts import Verdict
 from ..verdicts import codes_variant
 from ..verdicts import training as rules
@@ -216,6 +216,26 @@ def variant_cost(results: Sequence[dict], converged: bool = True) -> Verdict:
                                      converged=converged)
 
 
+def learning_curve(result: dict, window: int = 50) -> dict[str, np.ndarray]:
+    """A run's test exact match at each evaluation beside its training cross-entropy there
+    (the mean of the batch losses logged over the ``window`` steps before it): ``step``,
+    ``test_accuracy``, ``train_ce``, each (n_evals,).  Plotting the first against the last
+    compares objectives **at matched training loss** -- a router loss that slows the fit of
+    the training sentences shows there as a shift along the loss axis, one that costs recall
+    at equal fit as a shift down."""
+    r = _results("result", [result])[0]
+    window = integer("window", window, low=1)
+    h = r["history"]
+    steps, ce = np.asarray(h["step"], dtype=float), np.asarray(h["ce"], dtype=float)
+    ev = h.get("evals") or []
+    at = np.array([float(e["step"]) for e in ev])
+    train_ce = np.array([float(ce[(steps > s - window) & (steps <= s)].mean())
+                         if ((steps > s - window) & (steps <= s)).any() else np.nan
+                         for s in at])
+    return dict(step=at, test_accuracy=np.array([float(e["accuracy"]) for e in ev]),
+                train_ce=train_ce)
+
+
 def convergence_table(results: Sequence[dict]) -> dict[str, tuple[float, float, float]]:
     """Run label -> (CE drop over the last fifth, accuracy change over the last quarter, the
     noise of that change on the run's test set), each distinct run once (a run shared by
@@ -247,4 +267,4 @@ def converged(results: Sequence[dict]) -> Verdict:
 
 __all__ = ["active", "aligned", "ceiling_nmi", "cell_difference", "cell_interval", "cells",
            "comparable", "convergence_table", "converged", "determined_diagonal", "differences",
-           "diffuse", "in_band", "variant_cost"]
+           "diffuse", "in_band", "learning_curve", "variant_cost"]

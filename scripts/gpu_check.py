@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "notebooks" / "params" / "paper.yaml"
 PARAM_KEYS = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
               "grid_tasks", "grid_experts", "d_model", "n_heads", "d_expert", "steps",
-              "batch_size", "lr", "rule_power")
+              "batch_size", "lr", "rule_power", "entity_codes", "controls")
 #: tiny sizes of ``--quick``: each probe still stands for its corner of the paper grid
 QUICK = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
              batch_size=32, fewest_tasks=2, most_tasks=4, experts=3)

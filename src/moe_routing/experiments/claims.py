@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import routing_metrics as rm
-from ..validation import fail, integer, require
+from ..validation import fail, integer, number, require
 from ..verdicts import Verdict
 from ..verdicts import codes_variant
 from ..verdicts import training as rules
@@ -216,6 +216,23 @@ def variant_cost(results: Sequence[dict], converged: bool = True) -> Verdict:
                                      converged=converged)
 
 
+def control_effect(vs_router, vs_ce, margin: float = 0.03) -> str:
+    """What a control of the task-router loss does to the router's cost, from two paired
+    differences (``control − router`` and ``control − CE``, objects with ``low``/``high``):
+    ``"recovers the cost"`` (resolvably better than the router, and within ``margin`` of CE),
+    ``"recovers part of it"`` (resolvably better, not back to CE), ``"costs more"``
+    (resolvably worse) or ``"changes nothing resolvable"``."""
+    margin = number("margin", margin, low=0, high=1)
+    for name, d in (("vs_router", vs_router), ("vs_ce", vs_ce)):
+        if not (hasattr(d, "low") and hasattr(d, "high")):
+            fail(name, d, "a paired difference (cell_difference)")
+    if vs_router.low > 0:
+        return "recovers the cost" if vs_ce.low >= -margin else "recovers part of it"
+    if vs_router.high < 0:
+        return "costs more"
+    return "changes nothing resolvable"
+
+
 def learning_curve(result: dict, window: int = 50) -> dict[str, np.ndarray]:
     """A run's test exact match at each evaluation beside its training cross-entropy there
     (the mean of the batch losses logged over the ``window`` steps before it): ``step``,
@@ -266,5 +283,6 @@ def converged(results: Sequence[dict]) -> Verdict:
 
 
 __all__ = ["active", "aligned", "ceiling_nmi", "cell_difference", "cell_interval", "cells",
-           "comparable", "convergence_table", "converged", "determined_diagonal", "differences",
+           "comparable", "control_effect", "convergence_table", "converged",
+           "determined_diagonal", "differences",
            "diffuse", "in_band", "learning_curve", "variant_cost"]

@@ -34,6 +34,16 @@ RESULT_VERSION = 3
 #: model, measured without any training step.  ``none``: the run itself.
 VARIANTS = ("none", "constant_router", "collapsed", "shuffled_tasks", "untrained")
 
+#: Controls of the task-router loss (ours): what in the loss costs accuracy where it does?
+#: ``router_loss_detached`` — the loss trains the router's weights only, its gradient stopped
+#: at the router's input (:attr:`~moe_routing.model.MoEConfig.router_loss_detached`): does it
+#: hurt through the shared layers?  ``router_loss_determined`` — the loss only at the
+#: task-determined positions (those whose prefix only one task continues, where a router
+#: reading the prefix can know the task), not at every position from BOS: does supervising
+#: positions where the task cannot be known cost accuracy?  ``none``: the loss as the chapter
+#: defines it.  (Its weight ``router_alpha`` is the third control.)
+CONTROLS = ("none", "router_loss_detached", "router_loss_determined")
+
 
 class NestedConfig:
     """What :class:`ExperimentConfig` and the two-hop experiment's configuration share: parts
@@ -205,7 +215,9 @@ class ExperimentConfig(NestedConfig):
     whole to the constructor is taken as it is.  ``cfg.n_experts`` reads
     ``cfg.model.n_experts`` and :meth:`replace` takes any part's field by name.
     :meth:`as_dict` is the flat mapping: what a result's ``config`` holds and what the cache
-    key hashes, the same as before the configuration had parts.
+    key hashes, the same as before the configuration had parts.  ``control`` (one of
+    :data:`CONTROLS`) changes the task-router loss of a ``ce+router`` run; it enters the
+    mapping only when set.
     """
 
     data: DataConfig
@@ -217,6 +229,7 @@ class ExperimentConfig(NestedConfig):
     device: str = "cpu"
     amp: bool = True
     variant: str = "none"
+    control: str = "none"
 
     _PARTS: ClassVar[dict[str, type]] = {"data": DataConfig, "model": MoEShape,
                                          "train": TrainSchedule}
@@ -240,12 +253,20 @@ class ExperimentConfig(NestedConfig):
         require(self.variant not in ("constant_router", "collapsed")
                 or self.model.n_experts > 1, "ExperimentConfig.variant", self.variant,
                 "'none' or 'untrained' with one expert (there is no routing to break)")
+        choice("ExperimentConfig.control", self.control, CONTROLS)
+        require(self.control == "none" or (self.objective == "ce+router"
+                                           and self.model.n_experts > 1
+                                           and self.variant == "none"),
+                "ExperimentConfig.control", self.control,
+                "'none' unless the objective is 'ce+router' with several experts and no "
+                "broken variant (a control changes the task-router loss)")
 
     def as_dict(self) -> dict:
         """The flat mapping: :data:`KEY_FIELDS` in their order, then any later field of a
         part that is set (not its part's default)."""
         values = self._values()
-        return {**{k: values[k] for k in KEY_FIELDS}, **self._later(KEY_FIELDS)}
+        control = {} if self.control == "none" else {"control": self.control}
+        return {**{k: values[k] for k in KEY_FIELDS}, **self._later(KEY_FIELDS), **control}
 
     def training_key(self) -> dict:
         """What determines the trained model: the config, with the objective replaced by

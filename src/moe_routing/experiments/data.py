@@ -81,8 +81,7 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
     # input (a causal layer reads the prefix) can tell the task; at the others (BOS, template
     # words shared by several relations) no router can, whatever its training.
     nodes = te.prefix_node[:, :-1]                                            # (M, n-1)
-    shared = torch.from_numpy(ds.trie.ambiguous)[nodes.clamp_min(0)]
-    determined = loss_mask & ~shared
+    determined = determined_mask(ds, te)
     rec_all = collect_routing(model, inputs, te.task, loss_mask)
     rec_obj = collect_routing(model, inputs, te.task, obj_pred)
     rec_det = collect_routing(model, inputs, te.task, determined) if determined.any() else None
@@ -110,8 +109,21 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
     )
 
 
+def determined_mask(ds, split):
+    """(M, n−1) bool: the predicted positions of ``split`` whose prefix is continued by
+    sentences of one task only -- where a router reading the prefix can know the task (at BOS
+    and at template words several relations share, none can)."""
+    import torch
+
+    nodes = split.prefix_node[:, :-1]                                         # (M, n-1)
+    shared = torch.from_numpy(ds.trie.ambiguous)[nodes.clamp_min(0)]
+    return split.loss_mask & ~shared
+
+
 def _model_config(cfg: ExperimentConfig, ds, train_split):
     coded = {}
+    if cfg.control == "router_loss_detached":
+        coded["router_loss_detached"] = True
     if cfg.model.entity_codes is not None:       # the entities are the vocabulary's last block
         tok = ds.tokenizer
         start = ds.vocab_size - tok.n_entity

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..model.losses import OBJECTIVES
 from ..validation import flag, integer, require, sequence
 from .power import broken_configs
-from .config import ExperimentConfig
+from .config import CONTROLS, ExperimentConfig
 from .task_routing import grid_configs
 
 
@@ -33,6 +33,10 @@ class TrainingPlan:
         the largest number of tasks (the same total parameters, all active).
     variant : A-Fig. 2's configuration × objectives × seeds with fixed entity codes (ours);
         empty without codes.
+    controls : the variant's task-router runs with the loss changed, × seeds: its gradient
+        stopped at the router's input, the loss only at the task-determined positions, and
+        a tenth of its weight (:data:`~moe_routing.experiments.config.CONTROLS`); empty
+        without a variant or with ``controls`` off.
     broken : the broken variants of A-Fig. 2's configuration (:mod:`.power`), or none.
     """
 
@@ -40,6 +44,7 @@ class TrainingPlan:
     grid: tuple[ExperimentConfig, ...]
     dense: tuple[ExperimentConfig, ...]
     variant: tuple[ExperimentConfig, ...] = ()
+    controls: tuple[ExperimentConfig, ...] = ()
     broken: dict[str, ExperimentConfig] = field(default_factory=dict)
 
     @property
@@ -51,7 +56,8 @@ class TrainingPlan:
         return max(c.model.n_experts for c in self.grid)
 
     def configs(self) -> list[ExperimentConfig]:
-        return [*self.fig2, *self.grid, *self.dense, *self.variant, *self.broken.values()]
+        return [*self.fig2, *self.grid, *self.dense, *self.variant, *self.controls,
+                *self.broken.values()]
 
     def distinct(self) -> list[ExperimentConfig]:
         """One configuration per training key (the one-expert cells of the three objectives
@@ -66,10 +72,11 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
                   fig2_tasks: int, fig2_experts: int, grid_tasks, grid_experts, d_model: int,
                   n_heads: int, d_expert: int, steps: int, batch_size: int, lr: float,
                   device: str = "cpu", rule_power: bool = True,
-                  entity_codes: int | None = None) -> TrainingPlan:
+                  entity_codes: int | None = None, controls: bool = False) -> TrainingPlan:
     """The plan of the chapter's parameters (their names are the chapter's).  The grid is
     the paper's setting (learned entity embeddings); ``entity_codes``: the rank of the fixed
-    entity codes of the book's variant at A-Fig. 2's configuration (None: no variant)."""
+    entity codes of the book's variant at A-Fig. 2's configuration (None: no variant);
+    ``controls``: also the variant's controls of the task-router loss."""
     seeds = [integer(f"seeds[{i}]", s, low=0) for i, s in enumerate(
         sequence("seeds", seeds, "a sequence of seeds (a list, even of one)"))]
     require(len(set(seeds)) == len(seeds), "seeds", seeds, "distinct seeds")
@@ -91,8 +98,13 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
         ExperimentConfig.from_flat(n_tasks=fig2_tasks, n_experts=fig2_experts, objective=o,
                                    seed=s, entity_codes=entity_codes, **common)
         for o in OBJECTIVES for s in seeds)
+    router_runs = [c for c in variant if c.objective == "ce+router"]
+    control_runs = () if not flag("controls", controls) else tuple(
+        [c.replace(control=k) for k in CONTROLS if k != "none" for c in router_runs]
+        + [c.replace(router_alpha=c.train.router_alpha / 10) for c in router_runs])
     broken = broken_configs(list(fig2)) if flag("rule_power", rule_power) else {}
-    return TrainingPlan(fig2=fig2, grid=grid, dense=dense, variant=variant, broken=broken)
+    return TrainingPlan(fig2=fig2, grid=grid, dense=dense, variant=variant,
+                        controls=control_runs, broken=broken)
 
 
 __all__ = ["TrainingPlan", "training_plan"]

@@ -91,7 +91,8 @@ from ..validation import choice, fail, flag, number, sequence, sequence_of
 from ..model.losses import OBJECTIVES
 from ..runtime import PROFILES
 from .config import RESULT_VERSION, ExperimentConfig, _config
-from .data import _model_config, _object_targets, evaluate_run, experiment_dataset
+from .data import (_model_config, _object_targets, determined_mask, evaluate_run,
+                   experiment_dataset)
 from .store import (_copy_weights, _read_cached, _read_weights, _save_weights, result_path,
                     weights_path)
 # moved to .config, .data and .store; importable from here as before
@@ -211,7 +212,8 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool,
     t0 = time.perf_counter()
     ds = experiment_dataset(cfg)
     tr = ds.encode_split("train")
-    data = TrainData.from_split(tr)
+    data = TrainData.from_split(tr, router_mask=determined_mask(ds, tr)
+                                if cfg.control == "router_loss_determined" else None)
     mcfg = _model_config(cfg, ds, tr)
     tcfg = cfg.loop_config(device, progress)
     te = ds.encode_split("test")

@@ -34,54 +34,60 @@ class MoEConfig:
     every layer with its own attention, router and experts of the same shape (all the fields
     below apply to each layer alike: widths, ``expert_sizes``, ``router_block``, ``gate``, …).
 
-    Fields
-    ------
-    vocab_size, max_len : vocabulary size V and longest sequence T_max (position embeddings).
-    d_model : width of the residual stream.
-    n_heads, d_head : attention heads and per-head width.  ``d_head`` defaults to
-        ``d_model // n_heads`` but may be anything: the output projection ``attn.w_o`` maps the
-        ``n_heads * d_head`` concatenated head outputs back to ``d_model`` and can be set to an
-        identity or a selection matrix by hand (the construction's ``W_O = I``).
-    attn_bias : biases on the q/k/v/o projections.
-    n_experts : number of experts E (1 with ``d_expert`` = all neurons gives the dense FFN of
-        Theorem 4.1: the router over one expert always outputs probability 1).
-    d_expert : hidden width of the stored expert weights (common, padded width).
-    expert_sizes : optional per-expert number of live neurons (each ≤ ``d_expert``).  Expert e
-        uses neurons ``0 .. expert_sizes[e]-1``; the others are masked out of the weights in every
-        forward pass, so they contribute exactly zero and receive zero gradient.  This is how
-        experts of unequal size (the construction's ``L·|T(k)| + N`` bound) are represented.
-    top_k : experts per token (1 in paper A).
-    router_temperature : τ > 0; router probabilities are ``softmax(W_r x / τ)``.
-    router_bias : a bias on the router logits.
-    router_block : optional ``(start, stop)``: the router reads only residual coordinates
-        ``start:stop`` (its weight columns outside the block are held at zero by a fixed mask,
-        also during training).  The construction's router reads only the syntactic block.
-    gate : ``"switch"`` — the output of each chosen expert is scaled by its *raw* router
-        probability (Switch Transformer), so cross-entropy reaches the router even with top-1;
-        ``"renormalised"`` — the chosen probabilities are renormalised to sum to one (Mixtral);
-        with top-1 this gate is identically 1 and the router gets no gradient from CE.
-    activation : expert nonlinearity (``"relu"`` in the paper).
-    layernorm : pre-LayerNorms as described above.
-    unembed_bias : a bias on ``W_U``.
-    backend : how tokens are dispatched to experts: ``"sorted"`` (default: sort by expert, one
-        matmul per contiguous segment, or torch's grouped matmul on CUDA), ``"grouped"`` (sorted
-        with ``torch.nn.functional.grouped_mm`` always; float32/bfloat16 only), ``"loop"`` (the
-        readable per-expert reference, Mixtral-style), ``"dense"`` (every expert on every token,
-        then masked: a test oracle).
-    init_std : standard deviation of the normal initialisation of weight matrices.
-    n_layers : number of (attention, MoE) layers L ≥ 1 (default 1, the model of paper A; a
-        one-layer model is exactly the model this class described before it had the field).
-    entity_codes, code_start : optional fixed entity codes (ours, beyond paper A): the tokens
-        ``code_start .. vocab_size-1`` (the entities of a knowledge vocabulary) are embedded by
-        fixed random vectors spanning a subspace of dimension ``entity_codes`` (1 ≤ k ≤
-        d_model), not by learned rows; ``tok_emb`` then holds the ``code_start`` learned rows
-        and the codes are the buffer ``entity_codes``.  Why: a learned embedding row is a
-        private memory of its entity, so a one-layer model stores its facts there and its
-        experts are never needed; with fixed codes of rank k, everything before the experts
-        is (up to LayerNorm and the attention weights) linear in a k-dimensional code, whose
-        linear read-out can separate only about 2k subjects per relation (Cover's count) --
-        the rest of the dictionary must sit in the experts' neurons, as in the construction,
-        whose embeddings are fixed codes too.  The unembedding stays learned.
+    Fields::
+
+        vocab_size, max_len : vocabulary size V and longest sequence T_max (position embeddings).
+        d_model : width of the residual stream.
+        n_heads, d_head : attention heads and per-head width.  ``d_head`` defaults to
+            ``d_model // n_heads`` but may be anything: the output projection ``attn.w_o`` maps the
+            ``n_heads * d_head`` concatenated head outputs back to ``d_model`` and can be set to an
+            identity or a selection matrix by hand (the construction's ``W_O = I``).
+        attn_bias : biases on the q/k/v/o projections.
+        n_experts : number of experts E (1 with ``d_expert`` = all neurons gives the dense FFN of
+            Theorem 4.1: the router over one expert always outputs probability 1).
+        d_expert : hidden width of the stored expert weights (common, padded width).
+        expert_sizes : optional per-expert number of live neurons (each ≤ ``d_expert``).  Expert e
+            uses neurons ``0 .. expert_sizes[e]-1``; the others are masked out of the weights in every
+            forward pass, so they contribute exactly zero and receive zero gradient.  This is how
+            experts of unequal size (the construction's ``L·|T(k)| + N`` bound) are represented.
+        top_k : experts per token (1 in paper A).
+        router_temperature : τ > 0; router probabilities are ``softmax(W_r x / τ)``.
+        router_bias : a bias on the router logits.
+        router_block : optional ``(start, stop)``: the router reads only residual coordinates
+            ``start:stop`` (its weight columns outside the block are held at zero by a fixed mask,
+            also during training).  The construction's router reads only the syntactic block.
+        gate : ``"switch"`` — the output of each chosen expert is scaled by its *raw* router
+            probability (Switch Transformer), so cross-entropy reaches the router even with top-1;
+            ``"renormalised"`` — the chosen probabilities are renormalised to sum to one (Mixtral);
+            with top-1 this gate is identically 1 and the router gets no gradient from CE.
+        activation : expert nonlinearity (``"relu"`` in the paper).
+        layernorm : pre-LayerNorms as described above.
+        unembed_bias : a bias on ``W_U``.
+        backend : how tokens are dispatched to experts: ``"sorted"`` (default: sort by expert, one
+            matmul per contiguous segment, or torch's grouped matmul on CUDA), ``"grouped"`` (sorted
+            with ``torch.nn.functional.grouped_mm`` always; float32/bfloat16 only), ``"loop"`` (the
+            readable per-expert reference, Mixtral-style), ``"dense"`` (every expert on every token,
+            then masked: a test oracle).
+        init_std : standard deviation of the normal initialisation of weight matrices.
+        n_layers : number of (attention, MoE) layers L ≥ 1 (default 1, the model of paper A; a
+            one-layer model is exactly the model this class described before it had the field).
+        entity_codes, code_start : optional fixed entity codes (ours, beyond paper A): the tokens
+            ``code_start .. vocab_size-1`` (the entities of a knowledge vocabulary) are embedded by
+            fixed random vectors spanning a subspace of dimension ``entity_codes`` (1 ≤ k ≤
+            d_model), not by learned rows; ``tok_emb`` then holds the ``code_start`` learned rows
+            and the codes are the buffer ``entity_codes``.  Why: a learned embedding row is a
+            private memory of its entity, so a one-layer model stores its facts there and its
+            experts are never needed; with fixed codes of rank k, everything before the experts
+            is (up to LayerNorm and the attention weights) linear in a k-dimensional code, whose
+            linear read-out can separate only about 2k subjects per relation (Cover's count) --
+            the rest of the dictionary must sit in the experts' neurons, as in the construction,
+            whose embeddings are fixed codes too.  The unembedding stays learned.
+        router_loss_detached : the router logits the auxiliary losses read
+            (``LayerOutput.router_logits``) are computed from the router's input *detached*,
+            so the task-router loss trains the router's weights but sends no gradient into
+            the shared layers (attention, embeddings, LayerNorm) -- a control of the training
+            chapter (ours): does the loss hurt accuracy through the shared layers?  Routing,
+            gates and every forward value are unchanged.
     """
 
     vocab_size: int
@@ -106,6 +112,7 @@ class MoEConfig:
     n_layers: int = 1
     entity_codes: int | None = None
     code_start: int | None = None
+    router_loss_detached: bool = False
 
     def __post_init__(self) -> None:
         # NumPy / torch scalars are accepted (a dataset's sizes often are) and stored as plain
@@ -131,7 +138,8 @@ class MoEConfig:
         put("router_temperature", positive("MoEConfig.router_temperature",
                                            self.router_temperature))
         put("init_std", positive("MoEConfig.init_std", self.init_std))
-        for name in ("attn_bias", "router_bias", "layernorm", "unembed_bias"):
+        for name in ("attn_bias", "router_bias", "layernorm", "unembed_bias",
+                     "router_loss_detached"):
             put(name, flag(f"MoEConfig.{name}", getattr(self, name)))
         choice("MoEConfig.gate", self.gate, GATE_MODES)
         choice("MoEConfig.activation", self.activation, ACTIVATIONS)

@@ -223,6 +223,10 @@ def _layer_forward(layer, cfg: MoEConfig, a: torch.Tensor, return_internals: boo
     moe = layer.experts(x.reshape(b * t, -1), top_i.reshape(b * t, -1),
                         gate.reshape(b * t, -1), backend).view(b, t, -1)
     a2 = a1 + moe                                                     # A''
+    if cfg.router_loss_detached:     # the same values; the aux losses' gradient stops at x
+        router_logits = layer.router(x.detach())
+        if layer.knockout_mode == "reroute":
+            router_logits = router_logits.masked_fill(layer.expert_alive == 0, float("-inf"))
     if not return_internals:
         return a2, LayerOutput(router_logits, probs, top_i, gate)
     return a2, LayerOutput(router_logits, probs, top_i, gate, att, heads, a1, moe)

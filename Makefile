@@ -25,7 +25,10 @@
 #   make gpu-check                 on a CUDA GPU (~8 min): CUDA tests, timed paper-grid probe, projected
 #                                  grid time; report in build/gpu-check/report.json
 #   make lab [PORT=8888]           JupyterLab on the chapters (MyST files open as notebooks)
-#   make wheel                     the library's wheel in dist/ (pip install dist/moe_routing-*.whl)
+#   make wheel                     the library's wheel in dist/ (pip install dist/moe_routing-*.whl);
+#                                  needs only pip, not the book's environment
+#   make floors                    (maintainers) the wheel with its lowest accepted dependency
+#                                  releases in a fresh venv (build/floors), and the tests they run
 #   make dist [PROFILE=...]        the release bundle: HTML (full, student), PDFs, wheel, assignments,
 #                                  ledger.json, figures, MANIFEST -> dist/moe-routing-companion-VERSION/ + .tar.gz
 #   make publish REMOTE=<git url>  push the public copy of the built HTML (autograders left out,
@@ -57,7 +60,7 @@ HTML_OUT    := build/$(PROFILE)
 endif
 
 .PHONY: print-theory-notebooks book student assignments execute html test unit bench chromium env lock clean help lab wheel \
-        publish pdf poppler gpu-check dist FORCE
+        floors publish pdf poppler gpu-check dist FORCE
 
 help:
 	@sed -n '/^#/!q;p' Makefile | sed 's/^# \{0,1\}//'
@@ -134,7 +137,8 @@ run-%:
 # links on every chapter (moe_book/home.py). Without it the book shows none.
 HOME_ENV = $(if $(REPOSITORY),BOOK_REPOSITORY_URL='$(REPOSITORY)')
 
-html: $(STAMP) $(WHEEL)
+html: $(STAMP)
+	@$(MAKE) --no-print-directory $(WHEEL)
 	@$(PY) -m moe_book.pipeline validate --profile '$(PROFILE)' --device cpu >/dev/null
 	@src=$$($(HOME_ENV) $(PY) -m moe_book.pipeline stage --profile '$(PROFILE)') && \
 	$(PY) -m moe_book.jupyter_book build "$$src" --path-output '$(HTML_OUT)' -W --keep-going -q
@@ -193,7 +197,8 @@ pdf: chromium
 
 # The autograders' torch comes from TORCH_INDEX too (the CPU build by default; graders are CPUs).
 # They hold every hidden test: they stay here, in build/assignments, and are never published.
-assignments: $(STAMP) $(WHEEL)
+assignments: $(STAMP)
+	@$(MAKE) --no-print-directory $(WHEEL)
 	TORCH_INDEX='$(TORCH_INDEX)' $(PY) -m moe_book.assignments --check
 
 # --- tests ---------------------------------------------------------------------------------
@@ -210,13 +215,18 @@ chromium: $(STAMP)
 	    && echo "Chromium: $$($(PY) -m moe_book.pdf --which-chromium)"; \
 	else $(PY) -m moe_book.pdf --which-chromium >/dev/null; exit 1; fi
 
-# poppler-utils (pdftotext, pdfimages) reads the PDFs back in the tests; installed when missing.
+# poppler's pdftotext reads the PDFs back in the tests. Like Chromium it is optional: when it is
+# missing, as root with apt-get Debian's 'poppler-utils' is installed (said so); otherwise one line
+# says where to get it and this rule fails, which `make test` turns into skipped tests (below).
+POPPLER_HOWTO := Debian/Ubuntu: apt-get install poppler-utils; Fedora: dnf install poppler-utils; \
+  macOS: brew install poppler; conda: conda install -c conda-forge poppler
 poppler:
-	@command -v pdftotext >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "pdftotext is missing: installing Debian's package 'poppler-utils' (pdftotext, pdfimages; apt-get install poppler-utils)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq poppler-utils >/dev/null; \
-	  else echo "error: pdftotext is missing; install Debian's package 'poppler-utils' (apt-get install poppler-utils, as root)" >&2; exit 1; fi; }
+	@if command -v pdftotext >/dev/null 2>&1; then echo "pdftotext: $$(command -v pdftotext)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "no pdftotext found: installing Debian's package 'poppler-utils' (apt-get install poppler-utils)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq poppler-utils >/dev/null \
+	    && echo "pdftotext: $$(command -v pdftotext)"; \
+	else echo "no pdftotext found (poppler); install it ($(POPPLER_HOWTO))" >&2; exit 1; fi
 
 # The numerical tests run a second time under other CPU kernel dispatch levels than the
 # machine's own (MKL's SSE4.2 BLAS, torch's scalar kernels): a result that holds only for one
@@ -231,6 +241,8 @@ OTHER_DISPATCH := MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default OPE
 
 # Without a Chromium the browser checks are skipped (listed, with the reason, at the end of the
 # run) and everything else runs; MOE_REQUIRE_BROWSER=1 (CI) makes a missing browser an error.
+# Likewise without poppler's pdftotext the PDF tests that read its text are skipped;
+# MOE_REQUIRE_POPPLER=1 (CI) makes that an error.
 #
 # The suite runs in two lanes at once, one per core, every process on one torch/BLAS thread
 # (OpenMP threads spinning on shared cores slow each other down many times over): the book lane
@@ -242,12 +254,15 @@ OTHER_DISPATCH := MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default OPE
 BOOK_TESTS    := book or assignments
 TEST_BOOK_LOG := build/test-book.log
 TEST_LANES    ?= 2
-test: $(STAMP) poppler
+test: $(STAMP)
 	$(VENV)/bin/ruff check src tooling tests benchmarks book/_ext scripts
 	$(PY) -m moe_book.chapter_lint
 	@$(MAKE) --no-print-directory chromium || { \
 	  if [ "$${MOE_REQUIRE_BROWSER:-0}" = 1 ]; then echo "error: MOE_REQUIRE_BROWSER=1 and no usable Chromium" >&2; exit 1; fi; \
 	  echo "warning: no Chromium: the browser checks and the PDF tests are SKIPPED (listed at the end); MOE_REQUIRE_BROWSER=1 makes this an error"; }
+	@$(MAKE) --no-print-directory poppler || { \
+	  if [ "$${MOE_REQUIRE_POPPLER:-0}" = 1 ]; then echo "error: MOE_REQUIRE_POPPLER=1 and no pdftotext" >&2; exit 1; fi; \
+	  echo "warning: no pdftotext: the PDF tests that read its text are SKIPPED (listed at the end); MOE_REQUIRE_POPPLER=1 makes this an error"; }
 	@mkdir -p $(dir $(TEST_BOOK_LOG)); export $(ONE_THREAD); \
 	book_lane() { $(PY) -m pytest -q -rs -p no:cacheprovider -m "$(BOOK_TESTS)" > $(TEST_BOOK_LOG) 2>&1; }; \
 	if [ '$(TEST_LANES)' = 1 ]; then book_lane; brc=$$?; book=; \
@@ -280,16 +295,42 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser $(if $(filter 0,$(shell id -u)),--allow-root) \
 	  --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks/intro.md
 
-# The library's wheel (the science package alone, with its shipped data), built offline with
-# the environment's setuptools; rebuilt only when the library changed. The book offers it for
+# The library's wheel (the science package alone, with its shipped data); rebuilt only when the
+# library changed. It needs no book environment, only pip: with the environment (.venv) it is
+# built offline with the environment's setuptools, otherwise by $(PYTHON)'s pip, whose build
+# isolation fetches the build backend (setuptools) from the index. The book offers it for
 # download (Execution status page) so that a downloaded chapter runs where only the book is.
-$(WHEEL): $(STAMP) pyproject.toml $(shell find src -type f -not -path '*/__pycache__/*' -not -path '*.egg-info*')
+SETUPTOOLS_OK := import setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 77)
+$(WHEEL): pyproject.toml $(shell find src -type f -not -path '*/__pycache__/*' -not -path '*.egg-info*')
 	@rm -rf build/wheel && mkdir -p dist build/wheel
-	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir build/wheel .
+	@if $(PY) -c '$(SETUPTOOLS_OK)' 2>/dev/null; then \
+	  set -x; $(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir build/wheel .; \
+	else set -x; $(PYTHON) -m pip wheel --quiet --no-deps --wheel-dir build/wheel .; fi
 	@mv build/wheel/moe_routing-*.whl $@.tmp && mv $@.tmp $@
 
 wheel: $(WHEEL)
 	@ls $(WHEEL)
+
+# The library's version floors (maintainers; not part of `make test`): a fresh virtual
+# environment in build/floors with the wheel and exactly the lowest releases it accepts
+# (pyproject.toml's >=, read by scripts/floors.py: the runtime dependencies, and pandas and
+# matplotlib, which library modules import), torch from TORCH_INDEX as in `make env`; then every
+# test file that needs nothing else (scripts/floors.py tests), against the wheel's copy of the
+# library. The floors are releases this target has passed on (README: what was tested).
+FLOORS_VENV := build/floors/venv
+floors:
+	@$(MAKE) --no-print-directory $(WHEEL)
+	rm -rf $(FLOORS_VENV) && $(PYTHON) -m venv $(FLOORS_VENV)
+	$(if $(TORCH_INDEX),$(FLOORS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  --index-url '$(TORCH_INDEX)' "$$($(PYTHON) scripts/floors.py torch)")
+	$(FLOORS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$(WHEEL)" \
+	  $$($(PYTHON) scripts/floors.py pins) pytest hypothesis
+	@$(FLOORS_VENV)/bin/python -m pip list --disable-pip-version-check 2>/dev/null \
+	  | grep -iE "^($$($(PYTHON) scripts/floors.py pins | sed 's/==.*//' | paste -sd'|')) "
+	@cd $(FLOORS_VENV) && bin/python -c 'import moe_routing, sys; print("moe_routing from", moe_routing.__file__); \
+	  sys.exit(not moe_routing.__file__.startswith(sys.prefix))'
+	export $(ONE_THREAD); $(FLOORS_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	  -m "not book and not assignments and not training and not cuda" $$($(PYTHON) scripts/floors.py tests)
 
 # The release bundle of a profile (moe_book.dist): built from the PDFs and both HTML editions,
 # made first; refused, naming the part, when one is missing; written atomically.

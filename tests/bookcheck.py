@@ -375,6 +375,15 @@ def html_pages(root: Path, redirects: bool = False) -> list[Path]:
                   and "_sources" not in p.parts and (redirects or not _is_redirect(p)))
 
 
+def viewed_pages(root: Path) -> list[Path]:
+    """The pages the browser checks open: the content pages less the library's highlighted
+    source listings (``_modules/``, written by sphinx.ext.viewcode, one per module: the same
+    highlighted code blocks and theme as the chapters' cells, which are viewed, and about a
+    hundred pages that would add minutes to every view). They are still checked for broken
+    links and remote URLs (:func:`html_pages`)."""
+    return [p for p in html_pages(root) if "_modules" not in p.relative_to(root).parts]
+
+
 def broken_internal_links(root: Path) -> list[str]:
     """Every relative link (and its #anchor) must resolve to a file (and an id) of the build."""
     ids: dict[Path, set[str]] = {}
@@ -479,7 +488,7 @@ def check_pages(root: Path, screenshots: Path | None = None,
         from axe_playwright_python.sync_playwright import Axe
 
         runner = Axe()
-    pages = pages or html_pages(root)
+    pages = pages or viewed_pages(root)
     reports = {page_path: PageReport(str(page_path.relative_to(root))) for page_path in pages}
     with sync_playwright() as p:
         browser = p.chromium.launch(

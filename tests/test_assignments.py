@@ -28,6 +28,7 @@ import yaml
 from moe_book import assignments as build
 from moe_book import grading as grade
 from moe_book.classroom import assignment_secrets
+from moe_routing import __version__
 
 pytestmark = pytest.mark.assignments
 
@@ -272,7 +273,7 @@ def test_the_assignments_need_what_they_teach():
 
 
 def test_requirements_follow_the_imports_and_the_torch_index(monkeypatch):
-    whl = "moe_routing-0.1.0-py3-none-any.whl"
+    whl = f"moe_routing-{__version__}-py3-none-any.whl"
     assert build.requirements_for({"numpy"}, whl) == [build.pins()[1]]
     assert build.requirements_for(set(), whl) == []
     lib = build.requirements_for({"moe_routing"}, whl)        # the wheel depends on torch
@@ -294,7 +295,7 @@ def test_requirements_follow_the_imports_and_the_torch_index(monkeypatch):
 
 def test_a_zip_that_installs_torch_needlessly_is_a_problem(tmp_path):
     """The check can fail: an environment.yml with torch for a numpy-only assignment."""
-    whl = "moe_routing-0.1.0-py3-none-any.whl"
+    whl = f"moe_routing-{__version__}-py3-none-any.whl"
     z = tmp_path / "x-autograder.zip"
     with zipfile.ZipFile(z, "w") as zf:
         zf.writestr(f"files/wheels/{whl}", b"")

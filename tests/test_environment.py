@@ -6,6 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,24 +100,61 @@ def test_every_declared_dependency_is_locked():
         assert name in pins, f"{name} is declared but not locked"
 
 
+def _floors_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("floors", ROOT / "scripts" / "floors.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_declared_floors_are_the_tested_releases():
-    """A floor below the lock's release series is a version no test ever ran on."""
+    """A floor is a release some test ran on. The library's runtime dependencies (and pandas
+    and matplotlib, which it imports) have floors of their own, the releases `make floors`
+    installs and tests (scripts/floors.py reads them from pyproject.toml), which the lock
+    satisfies; every other requirement's floor is the lock's release series, the one
+    `make test` runs on."""
     from packaging.requirements import Requirement
     from packaging.version import Version
 
     pins = lock_pins()
+    own_floors = set(_floors_script().floor_pins(ROOT))
     for path in ("pyproject.toml", "tooling/pyproject.toml"):
         meta = tomllib.loads((ROOT / path).read_text())["project"]
-        declared = list(meta.get("dependencies", []))
+        declared = [(r, path == "pyproject.toml") for r in meta.get("dependencies", [])]
         for reqs in meta.get("optional-dependencies", {}).values():
-            declared += reqs
-        for req in map(Requirement, declared):
-            locked = Version(pins[req.name.lower().replace("_", "-")].split("+")[0])
+            declared += [(r, False) for r in reqs]
+        for text, runtime in declared:
+            req = Requirement(text)
+            name = req.name.lower().replace("_", "-")
+            locked = Version(pins[name].split("+")[0])
+            if path == "pyproject.toml" and req.name.lower() in own_floors:
+                assert req.specifier.contains(locked), f"{path}: {req} excludes the lock's {locked}"
+                continue
+            assert not runtime, f"{path}: runtime dependency {req} has no floor of its own"
             for spec in req.specifier:
                 if spec.operator in (">=", "~=", "=="):
                     floor = Version(spec.version)
                     assert (floor.major, floor.minor) == (locked.major, locked.minor), \
                         f"{path}: {req} has floor {floor}, the lock tests {locked}"
+
+
+def test_make_floors_pins_every_floor_and_selects_tests_that_need_nothing_else(tmp_path):
+    floors = _floors_script()
+    pins = floors.floor_pins(ROOT)
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert {d.split(">")[0].split("<")[0].strip().lower() for d in deps} <= set(pins)
+    assert {"pandas", "matplotlib"} <= set(pins) and all("==" in p for p in pins.values())
+    chosen = {p.name for p in floors.floor_tests(ROOT)}
+    assert "test_boundary_mass.py" in chosen and "test_losses.py" in chosen
+    assert not {"test_hf.py", "test_book.py", "test_pipeline.py"} & chosen   # transformers, tooling
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\ndependencies = ["numpy>=1.26.4", "torch<3"]\n'
+        '[project.optional-dependencies]\nnotebooks = ["pandas>=2.2"]\n')
+    with pytest.raises(SystemExit, match="torch<3.*states no floor"):
+        floors.floor_pins(tmp_path)
 
 
 def test_the_wheel_declares_no_extra_for_tooling_it_does_not_contain():

@@ -101,3 +101,25 @@ def test_make_publish_leaves_autograders_out_and_refuses_a_leaking_site(tmp_path
     assert res.returncode != 0, res.stdout
     assert f"teaching.html: hidden test(s) {hidden[0]}" in res.stderr, res.stderr
     assert git("rev-parse", "gh-pages", cwd=remote) == head          # nothing pushed
+
+
+def test_the_pages_workflow_configures_pages_and_never_cancels_a_deployment():
+    import yaml
+
+    text = (ROOT / ".github" / "workflows" / "book.yml").read_text(encoding="utf-8")
+    wf = yaml.safe_load(text)
+    # a newer push cancels the running tests of a pull request, never a run on main
+    assert wf["concurrency"]["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
+    book, deploy = wf["jobs"]["book"], wf["jobs"]["deploy"]
+    uses = [s.get("uses", "") for s in book["steps"]]
+    configure = next(i for i, u in enumerate(uses) if u.startswith("actions/configure-pages@"))
+    upload = next(i for i, u in enumerate(uses) if u.startswith("actions/upload-pages-artifact@"))
+    assert configure < upload and book["permissions"]["pages"] == "read"
+    assert deploy["concurrency"] == {"group": "pages", "cancel-in-progress": False}
+    release = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    assert release["jobs"]["deploy"]["concurrency"] == deploy["concurrency"]   # one Pages queue
+    # the tests on GitHub require what .ci/run requires
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    for var in ("MOE_REQUIRE_BROWSER", "MOE_REQUIRE_POPPLER"):
+        assert wf["jobs"]["test"]["env"][var] == "1" and f"{var}=1" in ci
+    assert "/usr/bin/chromium" not in text          # any Chromium on PATH does

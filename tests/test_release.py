@@ -163,3 +163,16 @@ def test_the_pdf_sentence_never_offers_the_solutions_to_students():
     assert f"https://github.com/owner/book/releases/latest/download/{full.name}" in online
     assert f"/{full.name})" not in staging.pdf_editions_text([], home, student=True)
     assert "make pdf" in staging.pdf_editions_text([])
+
+
+def test_the_changelog_starts_with_what_is_unreleased_and_no_version_is_ahead():
+    """CHANGELOG.md: its first section is *Unreleased*; a released section names a version no
+    later than pyproject's (a release gives the Unreleased section its version)."""
+    from packaging.version import Version
+
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## \[([^\]]+)\]", text, re.M)
+    assert sections and sections[0] == "Unreleased", sections
+    current = Version(dist.version(ROOT))
+    for name in sections[1:]:
+        assert Version(name) <= current, f"CHANGELOG.md has a section for {name}, after {current}"

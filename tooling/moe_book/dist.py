@@ -76,15 +76,21 @@ _CFF_VERSION = re.compile(r"^version:\s*[\"']?([^\"'\s]+)[\"']?\s*$", re.M)
 
 def stated_versions(root: Path) -> dict[str, str | None]:
     """Every place that states the version, with what it says (None: it states none):
-    pyproject.toml (the one the Makefile, the wheel and the book's footer read), the library's
-    ``__version__`` and CITATION.cff."""
+    pyproject.toml (the one source: the Makefile, the wheel and the book's footer read it), the
+    library's ``__version__``, CITATION.cff and the book tooling's ``tooling/pyproject.toml``
+    (released with the book, at the same version; when the checkout has it)."""
     init = (root / "src" / "moe_routing" / "__init__.py").read_text(encoding="utf-8")
     cff = root / "CITATION.cff"
     cff_match = _CFF_VERSION.search(cff.read_text(encoding="utf-8")) if cff.is_file() else None
     init_match = _INIT_VERSION.search(init)
-    return {"pyproject.toml": version(root),
-            "src/moe_routing/__init__.py": init_match.group(1) if init_match else None,
-            "CITATION.cff": cff_match.group(1) if cff_match else None}
+    stated = {"pyproject.toml": version(root),
+              "src/moe_routing/__init__.py": init_match.group(1) if init_match else None,
+              "CITATION.cff": cff_match.group(1) if cff_match else None}
+    tooling = root / "tooling" / "pyproject.toml"
+    if tooling.is_file():
+        stated["tooling/pyproject.toml"] = tomllib.loads(
+            tooling.read_text(encoding="utf-8"))["project"].get("version")
+    return stated
 
 
 def check_release_tag(root: Path, tag: str) -> str:

@@ -166,8 +166,29 @@ def setup(app):
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
+#: where the web edition's table of contents has pages that the PDF leaves out: the library
+#: reference (``api/``), one page of signatures per package, to look things up on screen, with
+#: links to the source pages that only the web edition has
+WEB_ONLY = ("api/",)
+
+
+def print_toc(toc: dict) -> dict:
+    """The table of contents ``toc`` of the printed book: without the :data:`WEB_ONLY` pages
+    (and without a part left empty by them).  A new dict."""
+    def printed(entry: dict) -> bool:
+        return not str(entry.get("file", "")).startswith(WEB_ONLY)
+
+    parts = []
+    for part in toc.get("parts", []):
+        chapters = [c for c in part.get("chapters", []) if printed(c)]
+        if chapters:
+            parts.append({**part, "chapters": chapters})
+    return {**toc, "parts": parts}
+
+
 def singlehtml(src: Path, work: Path) -> Path:
-    """Build the staged book ``src`` as one page; return the page Sphinx wrote."""
+    """Build the staged book ``src`` as one page (its table of contents less the
+    :data:`WEB_ONLY` pages, :func:`print_toc`); return the page Sphinx wrote."""
     cfg = yaml.safe_load((src / "_config.yml").read_text(encoding="utf-8"))
     sphinx = cfg.setdefault("sphinx", {})
     # the config is read from ``work``: paths that it names relative to itself become absolute
@@ -176,9 +197,12 @@ def singlehtml(src: Path, work: Path) -> Path:
     sphinx["extra_extensions"] = [*(sphinx.get("extra_extensions") or []), "moe_book.pdf"]
     config = work / "_config.yml"
     atomic_write_text(config, yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    toc = work / "_toc.yml"
+    atomic_write_text(toc, yaml.safe_dump(print_toc(yaml.safe_load(
+        (src / "_toc.yml").read_text(encoding="utf-8"))), sort_keys=False, allow_unicode=True))
     res = subprocess.run([sys.executable, "-m", "moe_book.jupyter_book", "build", str(src),
-                          "--builder", "singlehtml", "--config",
-                          str(config), "--path-output", str(work), "-W", "--keep-going", "-q"],
+                          "--builder", "singlehtml", "--config", str(config), "--toc", str(toc),
+                          "--path-output", str(work), "-W", "--keep-going", "-q"],
                          capture_output=True, text=True)
     if res.returncode != 0:
         raise PipelineError(f"the single-page build of {src} failed:\n{res.stdout[-3000:]}"

@@ -56,18 +56,20 @@ def split_arguments(seed, test_fraction, split_unit) -> tuple[int, float, str]:
 class EncodedSplit:
     """Padded sentences of one split, ready for a model.  M sentences, n = L + 2 positions.
 
-    tokens      : LongTensor (M, n)  [BOS, w1, …, w|τ|, EOS, PAD, …]
-    lengths     : LongTensor (M,)    non-pad tokens (|τ| + 2)
-    task        : LongTensor (M,)    task index k (position in ``dataset.tasks``)
-    template    : LongTensor (M,)    global template index (``dataset.template_task[g] == task``)
-    pair        : LongTensor (M,)    index of the (subject, object) pair in task k's dictionary
-    subject_pos : LongTensor (M,)    position of the subject token in ``tokens``
-    object_pos  : LongTensor (M,)    position of the object token; ``tokens[:, :object_pos]`` is
-                                     the truncated prefix of exact-match completion
-    prefix_node : LongTensor (M, n)  trie node of ``tokens[:, :i+1]`` (−1 where no next token is
-                                     predicted); ``dataset.valid_next_mask(prefix_node)`` gives
-                                     the V(w) masks, (M, n, V)
-    index       : LongTensor (M,)    sentence index in the whole dataset
+    Fields::
+
+        tokens      : LongTensor (M, n)  [BOS, w1, …, w|τ|, EOS, PAD, …]
+        lengths     : LongTensor (M,)    non-pad tokens (|τ| + 2)
+        task        : LongTensor (M,)    task index k (position in ``dataset.tasks``)
+        template    : LongTensor (M,)    global template index (``dataset.template_task[g] == task``)
+        pair        : LongTensor (M,)    index of the (subject, object) pair in task k's dictionary
+        subject_pos : LongTensor (M,)    position of the subject token in ``tokens``
+        object_pos  : LongTensor (M,)    position of the object token; ``tokens[:, :object_pos]`` is
+                                         the truncated prefix of exact-match completion
+        prefix_node : LongTensor (M, n)  trie node of ``tokens[:, :i+1]`` (−1 where no next token is
+                                         predicted); ``dataset.valid_next_mask(prefix_node)`` gives
+                                         the V(w) masks, (M, n, V)
+        index       : LongTensor (M,)    sentence index in the whole dataset
     """
 
     tokens: "torch.Tensor"
@@ -110,25 +112,25 @@ class EncodedSplit:
 class KnowledgeDataset:
     """A set of knowledge tasks with everything derived from it (see module docstring).
 
-    Parameters
-    ----------
-    tasks : sequence of KnowledgeTask, names unique
-    seed : int ≥ 0        seed of the train/test split
-    test_fraction : float in (0, 1)
-    split_unit : "sentence" (default) or "fact"
-    skipped_entities : ids of entities the source dropped (e.g. WikiData5M entities without an
-                       alias, ``on_missing_alias="skip"``): kept so that a report can name them
+    Parameters::
 
-    Attributes (NumPy, all sentences; M sentences, n = L + 2, G templates, P prefixes)
-    ----------
-    tokenizer : Tokenizer            vocabulary [PAD, BOS, EOS | syntactic | entities]
-    seqs : int64 (M, n)              [BOS, w1…w|τ|, EOS, PAD…], task-major, then template, pair
-    lengths, task, template, pair, subject_pos, object_pos : int64 (M,)   as in EncodedSplit
-    is_test : bool (M,)
-    template_task, template_local : int64 (G,)   task and index within the task of template g
-    max_template_length (L), max_dictionary_size (N) : int
-    trie : PrefixTrie                V(w), tasks and templates of every prefix (CSR arrays)
-    prefix_node : int64 (M, n)       trie node of seqs[:, :i+1] (−1 where nothing is predicted)
+        tasks : sequence of KnowledgeTask, names unique
+        seed : int ≥ 0        seed of the train/test split
+        test_fraction : float in (0, 1)
+        split_unit : "sentence" (default) or "fact"
+        skipped_entities : ids of entities the source dropped (e.g. WikiData5M entities without an
+                           alias, ``on_missing_alias="skip"``): kept so that a report can name them
+
+    Attributes (NumPy, all sentences; M sentences, n = L + 2, G templates, P prefixes)::
+
+        tokenizer : Tokenizer            vocabulary [PAD, BOS, EOS | syntactic | entities]
+        seqs : int64 (M, n)              [BOS, w1…w|τ|, EOS, PAD…], task-major, then template, pair
+        lengths, task, template, pair, subject_pos, object_pos : int64 (M,)   as in EncodedSplit
+        is_test : bool (M,)
+        template_task, template_local : int64 (G,)   task and index within the task of template g
+        max_template_length (L), max_dictionary_size (N) : int
+        trie : PrefixTrie                V(w), tasks and templates of every prefix (CSR arrays)
+        prefix_node : int64 (M, n)       trie node of seqs[:, :i+1] (−1 where nothing is predicted)
     """
 
     def __init__(self, tasks: Sequence[KnowledgeTask], *, seed: int = 0,

@@ -84,10 +84,12 @@ def compose(first: Mapping[str, str], second: Mapping[str, str]) -> dict[str, st
 class Chain:
     """A composable pair of relations: ``first`` then ``second`` (the task ``second ∘ first``).
 
-    n_compositions : |Δ₂ ∘ Δ₁| over the relations' whole pools
-    n_identity     : compositions with s == o (all of them for an inverse pair)
-    kinds          : (subject of first, bridge = object of first, object of second), the
-                     template file's descriptions; empty strings where a relation has none
+    Fields::
+
+        n_compositions : |Δ₂ ∘ Δ₁| over the relations' whole pools
+        n_identity     : compositions with s == o (all of them for an inverse pair)
+        kinds          : (subject of first, bridge = object of first, object of second), the
+                         template file's descriptions; empty strings where a relation has none
     """
 
     first: str
@@ -134,9 +136,11 @@ def embedded_chains(*, typed: bool = True, min_compositions: int = 1) -> list[Ch
     compositions each yields over the relations' whole pools (the template file's relation
     order, first then second).
 
-    typed : True (default) keeps the real chains, whose bridge kinds meet (module docstring);
-            False lists every non-empty name join, coincidences included
-    min_compositions : drop chains with fewer compositions (≥ 1)
+    Arguments::
+
+        typed : True (default) keeps the real chains, whose bridge kinds meet (module docstring);
+                False lists every non-empty name join, coincidences included
+        min_compositions : drop chains with fewer compositions (≥ 1)
     """
     typed = flag("typed", typed)
     min_compositions = integer("min_compositions", min_compositions, low=1)
@@ -249,11 +253,13 @@ def two_hop_task(first: KnowledgeTask, second: KnowledgeTask, templates: Sequenc
     ⋆1 = the subject of ``first``, ⋆2 = the object of ``second``) and Δ₂ ∘ Δ₁ of the two tasks'
     dictionaries (:func:`compose`).
 
-    name  : default ``"second∘first"`` (e.g. ``"P36∘P17"``)
-    label : default ``"<second's label> ∘ <first's label>"``
-    typed : True (default) refuses a pair whose kinds do not meet when both tasks carry
-            ``meta`` kinds (as the embedded tasks do): a name join of a city and a language is a
-            coincidence, not a chain.  False composes by names alone.
+    Arguments::
+
+        name  : default ``"second∘first"`` (e.g. ``"P36∘P17"``)
+        label : default ``"<second's label> ∘ <first's label>"``
+        typed : True (default) refuses a pair whose kinds do not meet when both tasks carry
+                ``meta`` kinds (as the embedded tasks do): a name join of a city and a language is a
+                coincidence, not a chain.  False composes by names alone.
 
     Refused (ValueError): a hop that is not a single-hop task, a pair whose kinds do not meet,
     and a pair whose composition is empty.

@@ -203,20 +203,22 @@ def build_mixed_dataset(two_hop: Mapping[tuple[str, str], Sequence[str]], *,
                         complete_bridges: bool = True) -> MixedKnowledgeDataset:
     """A mixed dataset from the embedded knowledge base.
 
-    two_hop   : {(first, second): templates} -- each key a chain of relation ids (see
-                :func:`embedded_chains`), each value the two-hop task's templates
-    relations : further single-hop relations to include; the hops are always included
-    n_pairs, n_templates, seed : as in :func:`~moe_routing.knowledge.build_dataset` (the
-                single-hop tasks are the same ``embedded_tasks``), the seed also drives the split
-    complete_bridges : True (default) adds to the second hop of each chain, after its own
-                sample, the facts (m, Δ₂(m)) of the bridges m of the first hop's sample that
-                the sample missed (so its dictionary can exceed ``n_pairs``; ``meta
-                ["added_bridges"]`` counts them).  Why: two independent samples of n pairs
-                share few bridges when the second relation is large (80 of 243 countries'
-                official languages meet 80 of 635 languages' scripts in a handful of
-                languages, often none), and the composition would be small or empty.
-                False keeps the samples as they are (an empty composition is refused).
-                Chains are completed in the order of ``two_hop``.
+    Arguments::
+
+        two_hop   : {(first, second): templates} -- each key a chain of relation ids (see
+                    :func:`embedded_chains`), each value the two-hop task's templates
+        relations : further single-hop relations to include; the hops are always included
+        n_pairs, n_templates, seed : as in :func:`~moe_routing.knowledge.build_dataset` (the
+                    single-hop tasks are the same ``embedded_tasks``), the seed also drives the split
+        complete_bridges : True (default) adds to the second hop of each chain, after its own
+                    sample, the facts (m, Δ₂(m)) of the bridges m of the first hop's sample that
+                    the sample missed (so its dictionary can exceed ``n_pairs``; ``meta
+                    ["added_bridges"]`` counts them).  Why: two independent samples of n pairs
+                    share few bridges when the second relation is large (80 of 243 countries'
+                    official languages meet 80 of 635 languages' scripts in a handful of
+                    languages, often none), and the composition would be small or empty.
+                    False keeps the samples as they are (an empty composition is refused).
+                    Chains are completed in the order of ``two_hop``.
     """
     import dataclasses
 

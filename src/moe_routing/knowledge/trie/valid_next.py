@@ -79,14 +79,14 @@ class PrefixTrie:
     """The prefix trie of a set of id sequences, with per-node valid next tokens, task sets and
     template sets (all as CSR arrays).
 
-    Shapes: M sequences, n padded length, P nodes, V vocabulary.
+    Shapes: M sequences, n padded length, P nodes, V vocabulary.  Attributes::
 
-    node_of : (M, n) int64   node of the prefix ending at position i, −1 where nothing is predicted
-    parent, token, depth, count : (P,)   parent node (−1 for the root), last token, position of
-                                         the last token (root 0), sentences passing through
-    next_indptr, next_ids : CSR of V(node)      (ids ascending)
-    task_indptr, task_ids : CSR of tasks(node)  (sentences through the node come from these tasks)
-    template_indptr, template_ids : CSR of the global template indices through the node
+        node_of : (M, n) int64   node of the prefix ending at position i, −1 where nothing is predicted
+        parent, token, depth, count : (P,)   parent node (−1 for the root), last token, position of
+                                             the last token (root 0), sentences passing through
+        next_indptr, next_ids : CSR of V(node)      (ids ascending)
+        task_indptr, task_ids : CSR of tasks(node)  (sentences through the node come from these tasks)
+        template_indptr, template_ids : CSR of the global template indices through the node
     """
 
     def __init__(self, seqs: np.ndarray, lengths: np.ndarray, task: np.ndarray,

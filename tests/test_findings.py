@@ -117,3 +117,15 @@ def test_first_clauses_keeps_whole_clauses_and_marks_the_cut():
     long = "word " * 60
     cut = findings.first_clauses(long.strip(), limit=40)
     assert cut.endswith(" …") and len(cut) <= 42 and not cut[:-2].endswith(" ")
+
+
+def test_a_claims_note_stands_beside_it_on_the_findings_page():
+    """The ledger's note (the model variant, unconverged runs) qualifies the verdict: a row
+    read without it reads stronger than its chapter."""
+    row = {**_row("A-six", "inconclusive", reason="runs not converged"),
+           "note": "Decided on our variant: fixed entity codes."}
+    page = findings.findings_page([row, _row("A-seven", "reproduced")], "default")
+    line = next(ln for ln in page.splitlines() if "claim A-six" in ln)
+    assert "*Note:* Decided on our variant: fixed entity codes." in line
+    assert "*Note:*" not in next(ln for ln in page.splitlines() if "claim A-seven" in ln)
+    assert "### Inconclusive" in page

@@ -126,9 +126,12 @@ def _claim_line(r: dict, *, why: bool) -> str:
              else "Why not fully")
     reason = f" *{label}:* {r['reason']}" if why and r.get("reason") else ""
     scale = f" (profile `{r['profile']}`)" if r.get("profile") else ""
+    # the chapter's note is the caveat that qualifies the verdict (the model variant, whether
+    # the runs converged): it stays beside the claim, never only in the chapter
+    note = f" *Note:* {r['note']}" if r.get("note") else ""
     return (f"- {verdict_badge(r['verdict'])} **{r['short']}** ({where}; "
             f"{_ledger_link(r)}{', chapter ' + chapter if chapter else ''}){key}{scale}."
-            f"{reason}")
+            f"{reason}{note}")
 
 
 _PAPERS = (

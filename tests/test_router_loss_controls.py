@@ -12,7 +12,7 @@ from moe_routing.experiments.task_routing import experiment_dataset
 from moe_routing.model import MoEConfig, MoETransformer
 from moe_routing.model.losses import task_router_loss
 
-pytestmark = pytest.mark.training
+pytestmark = [pytest.mark.training, pytest.mark.kernels]
 
 TINY = dict(n_tasks=3, n_experts=3, n_relations=4, n_pairs=12, n_templates=3, d_model=16,
             n_heads=2, d_expert=16, batch_size=32, warmup_steps=2, steps=24, lr=1e-2)

@@ -13,7 +13,7 @@ def test_counts_and_conditional():
     assert c.tolist() == [[1, 2, 0], [0, 0, 2], [0, 0, 1], [0, 0, 0]]
     p = rm.expert_given_task(c)
     assert np.allclose(p[0], [1 / 3, 2 / 3, 0]) and np.allclose(p[3], 0)
-    with pytest.raises(ValueError, match="accepted 0..2"):
+    with pytest.raises(ValueError, match="ids in 0..2"):
         rm.task_expert_counts([0], [3], 2, 3)
 
 

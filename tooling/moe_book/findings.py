@@ -125,6 +125,8 @@ def _claim_line(r: dict, *, why: bool) -> str:
              if r["verdict"] in ("reproduced for our construction", "holds by definition")
              else "Why not fully")
     reason = f" *{label}:* {r['reason']}" if why and r.get("reason") else ""
+    if reason and not reason.rstrip().endswith((".", "!", "?")):
+        reason += "."
     scale = f" (profile `{r['profile']}`)" if r.get("profile") else ""
     # the chapter's note is the caveat that qualifies the verdict (the model variant, whether
     # the runs converged): it stays beside the claim, never only in the chapter

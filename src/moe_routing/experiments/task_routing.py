@@ -31,14 +31,12 @@ What is measured (all on the **test** split unless named otherwise):
 * ``params`` — total parameters and active parameters per token (embedding rows, attention,
   router, the expert actually used, unembedding).
 * ``history`` — the training losses every 10 steps and ``evals``: test exact match after each
-  eighth of training (:data:`EVAL_POINTS`): the learning curves of the chapter, and what
-  :func:`convergence` reads to say whether the run had stopped improving over its last quarter
-  (the evaluations read the model only: training is unchanged).
+  eighth of training (:data:`EVAL_POINTS`): the learning curves, and what :func:`convergence`
+  reads (the evaluations read the model only: training is unchanged).
 
 The training budget is a number of optimiser **steps** (``steps``), the same for every grid
-cell: a run with more tasks sees each sentence fewer times, but no run gets more updates
-because it has more tasks (a budget in epochs would grow with the number of tasks and confound
-the task axis of the grid with the training length).
+cell: a run with more tasks sees each sentence fewer times, but gets no more updates (a budget
+in epochs would confound the task axis of the grid with the training length).
 
 The objectives and their coefficients are the package's (``moe_routing.model.losses``): Switch
 load balancing ``α·E·Σ_i f_i P_i`` with α = 0.01, the task-router loss weighted by

@@ -180,3 +180,17 @@ def test_the_public_copy_leaves_autograders_out_and_refuses_leaks(tmp_path):
         leaks(tmp_path, SOURCES)
     with pytest.raises(ValueError, match="must lie outside"):
         public_site(site, site / "public", SOURCES)
+
+
+def test_the_library_reference_source_pages_are_the_library_not_a_leak(tmp_path):
+    """viewcode renders the library's own source under _modules/ (the wheel ships the same
+    lines): a solution line equal to library code is not a leak there, and is one on any
+    other page (the control)."""
+    site, _ = _site(tmp_path)
+    _, solution = all_secrets(SOURCES)
+    page = f"<html><body><pre>{solution[0]}</pre></body></html>"
+    (site / "_modules" / "moe_routing").mkdir(parents=True)
+    (site / "_modules" / "moe_routing" / "two_hop.html").write_text(page)
+    assert leaks(site, SOURCES) == []
+    (site / "chapter.html").write_text(page)
+    assert [f.split(":")[0] for f in leaks(site, SOURCES)] == ["chapter.html"]

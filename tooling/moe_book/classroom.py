@@ -159,12 +159,20 @@ def _texts(name: str, data: bytes) -> list[str]:
     return out
 
 
+#: where the library reference renders the library's source (Sphinx viewcode)
+LIBRARY_SOURCE_PAGES = "_modules/"
+
+
 def leaks(site, sources) -> list[str]:
     """Everything in the built HTML tree ``site`` that gives away an assignment: an autograder
     zip (by name), any other zip whose members do, and any file in which a hidden test's name or
     a solution line of ``sources`` (the ``assignments/`` folder) occurs. Empty: safe to publish.
 
-    Each finding is one line naming the file (relative to ``site``) and what was found."""
+    Each finding is one line naming the file (relative to ``site``) and what was found.  The
+    library reference's source pages (``_modules/``, Sphinx viewcode) are the library's own
+    published code -- the wheel and the repository ship the same lines -- so a solution line
+    that equals library code (an exercise that re-derives a library function) is not a leak
+    there; every other page is scanned."""
     import zipfile
     from fnmatch import fnmatch
     from pathlib import Path
@@ -187,6 +195,8 @@ def leaks(site, sources) -> list[str]:
 
     for path in sorted(p for p in site.rglob("*") if p.is_file()):
         rel = path.relative_to(site).as_posix()
+        if rel.startswith(LIBRARY_SOURCE_PAGES) and path.suffix == ".html":
+            continue
         if fnmatch(path.name, AUTOGRADER_GLOB):
             found.append(f"{rel}: an autograder (holds every hidden test and the solution)")
             continue

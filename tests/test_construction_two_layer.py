@@ -13,7 +13,8 @@ from moe_routing.construction import (HypothesisFails, TwoLayerHypothesisFails,
                                       verify_two_layer)
 from moe_routing.knowledge import KnowledgeDataset, KnowledgeTask
 from moe_routing.knowledge.sources import embedded_tasks, relation_pool
-from moe_routing.knowledge.two_hop import MixedKnowledgeDataset, two_hop_task
+from moe_routing.knowledge.two_hop import two_hop_task
+from moe_routing.knowledge.two_hop_dataset import MixedKnowledgeDataset
 
 pytestmark = pytest.mark.kernels
 

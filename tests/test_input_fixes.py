@@ -204,7 +204,8 @@ def _spread_dataset():
     """A first hop A whose gate must also fire at the object slots of B∘A: its least spread
     is about 39, so A·η > 1 at the default η = 0.01 (found by a sweep over random datasets)."""
     from moe_routing.knowledge import KnowledgeTask
-    from moe_routing.knowledge.two_hop import MixedKnowledgeDataset, two_hop_task
+    from moe_routing.knowledge.two_hop import two_hop_task
+    from moe_routing.knowledge.two_hop_dataset import MixedKnowledgeDataset
 
     A = KnowledgeTask("A", ["green green ⋆1 near blue ⋆2 blue.", "red ⋆1 ⋆2.", "green ⋆1 ⋆2.",
                             "⋆1 gray gray blue ⋆2."], {"E2": "E2", "E8": "E11", "E0": "E4",

@@ -993,7 +993,8 @@ def _random_dataset(seed: int):
     """Two single-hop tasks A, B and B∘A with random templates over five words (the sweep
     that found the (H-margin) refusals that named no hypothesis)."""
     from moe_routing.knowledge import KnowledgeTask
-    from moe_routing.knowledge.two_hop import MixedKnowledgeDataset, two_hop_task
+    from moe_routing.knowledge.two_hop import two_hop_task
+    from moe_routing.knowledge.two_hop_dataset import MixedKnowledgeDataset
 
     rng = np.random.default_rng(seed)
     ents = [f"E{i}" for i in range(12)]

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from moe_routing.knowledge import KnowledgeDataset, KnowledgeTask
 from moe_routing.knowledge.sources import embedded_tasks, relation_ids, relation_pool
-from moe_routing.knowledge.two_hop import (Chain, MixedKnowledgeDataset, TwoHopTask,
-                                           build_mixed_dataset, compose, embedded_chains,
+from moe_routing.knowledge.two_hop import (Chain, TwoHopTask, compose, embedded_chains,
                                            format_chains, print_chains, task_chains,
                                            two_hop_task)
+from moe_routing.knowledge.two_hop_dataset import MixedKnowledgeDataset, build_mixed_dataset
 
 #: templates of three chains of the embedded base (city → country → capital / currency,
 #: country → language → script)
@@ -325,9 +325,9 @@ assert "moe_routing.knowledge.two_hop" not in sys.modules
 print(json.dumps([out]))
 """
 WITH = DIGEST + """
-from moe_routing.knowledge import two_hop
+from moe_routing.knowledge import two_hop, two_hop_dataset
 two_hop.embedded_chains(); two_hop.embedded_chains(typed=False)
-two_hop.build_mixed_dataset({TEMPLATES!r}, n_pairs=60, seed=3)
+two_hop_dataset.build_mixed_dataset({TEMPLATES!r}, n_pairs=60, seed=3)
 print(json.dumps([digest(), digest()]))
 """
 

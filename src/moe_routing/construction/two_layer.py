@@ -225,7 +225,7 @@ def build_two_layer(dataset, eps: float = 1e-4, *, rho: float = 0.5, eta: float 
                     detector_fit: FitSettings = DETECTOR_FIT,
                     lp_time_limit: float = LP_TIME_LIMIT):
     """``(MoETransformer with n_layers=2, TwoLayerReport)`` for a dataset of single-hop and
-    two-hop tasks (a :class:`~moe_routing.knowledge.two_hop.MixedKnowledgeDataset`, or any
+    two-hop tasks (a :class:`~moe_routing.knowledge.two_hop_dataset.MixedKnowledgeDataset`, or any
     :class:`~moe_routing.knowledge.KnowledgeDataset` whose two-hop tasks' hops are among its
     tasks): valid-next-token mass ≥ 1 − ε/2 at every prefix, every fact (held-out compositions
     included) answered by composition -- see the module docstring; check with

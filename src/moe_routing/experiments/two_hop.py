@@ -1,7 +1,7 @@
 """Two-hop knowledge (ours, beyond paper A): do the experts of single-hop facts compose?
 
 One *run* = one :class:`TwoHopConfig`: build the mixed dataset of
-:func:`moe_routing.knowledge.two_hop.build_mixed_dataset` (the single-hop tasks of some chains
+:func:`moe_routing.knowledge.two_hop_dataset.build_mixed_dataset` (the single-hop tasks of some chains
 of the embedded knowledge base and their two-hop tasks Δ₂ ∘ Δ₁), train an MoE transformer of
 one or two layers with objective ``ce``, ``ce+lb`` or ``ce+router`` through the package's
 training loop, measure it, and write one JSON file.

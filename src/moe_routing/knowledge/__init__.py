@@ -19,21 +19,10 @@ from .trie import PrefixTrie
 
 __all__ = ["Template", "SUBJECT", "OBJECT", "KnowledgeTask", "functional_dictionary",
            "KnowledgeDataset", "EncodedSplit", "SUBJECT_SLOT", "OBJECT_SLOT", "Tokenizer",
-           "PrefixTrie", "build_dataset", "TwoHopTask", "two_hop_task", "embedded_chains",
-           "MixedKnowledgeDataset", "build_mixed_dataset"]
-
-#: names of ``two_hop`` (composed knowledge, ours) exported here but imported on first use, so
-#: that single-hop work never loads that module (its tests compare datasets without it)
-TWO_HOP_EXPORTS = ("TwoHopTask", "two_hop_task", "embedded_chains", "MixedKnowledgeDataset",
-                   "build_mixed_dataset")
-
-
-def __getattr__(name):
-    if name in TWO_HOP_EXPORTS:
-        from . import two_hop, two_hop_dataset
-
-        return getattr(two_hop_dataset if name in two_hop_dataset.__all__ else two_hop, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+           "PrefixTrie", "build_dataset"]
+# Two-hop knowledge (ours) lives in its own modules, imported from there
+# (``knowledge.two_hop``: tasks and chains; ``knowledge.two_hop_dataset``: the mixed dataset),
+# so that single-hop work never loads them (a test compares datasets with and without them).
 
 #: how many skipped entity ids a warning shows (the dataset's ``skipped_entities`` has all)
 SHOWN_SKIPPED = 10

@@ -30,8 +30,7 @@ model is whether it composes facts it knows: a held-out composition (s, o) is on
 in training, in any template of the two-hop task.  The dataset is an ordinary
 :class:`~moe_routing.knowledge.dataset.KnowledgeDataset` (its sentences, tokenizer and trie are
 built by the same code) with another split rule, so existing callers of ``KnowledgeDataset`` and
-``build_dataset`` get exactly what they got before.  It lives in :mod:`.two_hop_dataset`
-(importable from here).
+``build_dataset`` get exactly what they got before.  It lives in :mod:`.two_hop_dataset`.
 """
 
 from __future__ import annotations
@@ -291,19 +290,6 @@ def two_hop_task(first: KnowledgeTask, second: KnowledgeTask, templates: Sequenc
                                 object=second.meta.get("object", ""),
                                 hops=(first.name, second.name)),
                       first=first, second=second)
-
-
-#: the mixed dataset's names, defined in :mod:`.two_hop_dataset` (which builds on this module's
-#: tasks) and importable from here, loaded on first use
-DATASET_EXPORTS = ("HeldOutComposition", "MixedKnowledgeDataset", "build_mixed_dataset")
-
-
-def __getattr__(name):
-    if name in DATASET_EXPORTS:
-        from . import two_hop_dataset
-
-        return getattr(two_hop_dataset, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["ENTITY_KINDS", "entity_kinds", "kinds_meet", "compose", "Chain", "embedded_chains",

@@ -3,8 +3,7 @@
 
 The tasks and the chains they come from are :mod:`.two_hop`'s (its docstring says what a
 held-out composition is and why it is the test of composition); this module is the dataset
-and its split rule, kept apart so that the tasks can be read and built without it.  Importable
-from :mod:`.two_hop` as before.
+and its split rule, kept apart so that the tasks can be read and built without it.
 """
 
 from __future__ import annotations

@@ -224,14 +224,14 @@ def paper_grid_runs() -> tuple[int, int]:
     parameters: one-expert cells are shared by the three objectives, Figure 2's cell is one of
     the grid's, plus one dense reference per seed and the six broken variants of the rules'
     power table (``rule_power``); with ``entity_codes``, the fixed-code variant's three
-    objectives per seed, and with ``controls`` its three controls of the task-router run."""
+    objectives per seed, and with ``controls`` its four controls of the task-router run."""
     p = yaml.safe_load((ROOT / "notebooks" / "params" / "paper.yaml").read_text())["training"]
     seeds, tasks, experts = len(p["seeds"]), p["grid_tasks"], p["grid_experts"]
     ones = sum(e == 1 for e in experts)
     grid = len(tasks) * (ones + 3 * (len(experts) - ones)) * seeds
     fig2_in_grid = p["fig2_tasks"] in tasks and p["fig2_experts"] in experts
     variant = 3 * seeds if p.get("entity_codes") is not None else 0
-    controls = 3 * seeds if variant and p.get("controls") else 0
+    controls = 4 * seeds if variant and p.get("controls") else 0
     return (grid + (0 if fig2_in_grid else 3) + seeds + (6 if p["rule_power"] else 0)
             + variant + controls, p["steps"])
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from moe_routing.experiments import ExperimentConfig
-from moe_routing.experiments.task_routing import model_config
+from moe_routing.experiments.data import model_config
 from moe_routing.model import MoEConfig, MoETransformer, parameter_count
 from moe_routing.model.config import MoEShape
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from moe_routing.experiments import config as config_module
+from moe_routing.experiments.data import task_selection
 from moe_routing.experiments import task_routing as tr
 from moe_routing.experiments import (ExperimentConfig, convergence, grid_configs, load_result,
                                      result_path, results_frame, run_experiment, run_grid)
@@ -115,9 +116,9 @@ def test_numpy_integers_accepted_and_keys():
 
 def test_task_selection_is_nested_and_seeded():
     c = ExperimentConfig.from_flat(n_tasks=2, n_experts=1, objective="ce", **TINY)
-    s2, s3 = tr.task_selection(c), tr.task_selection(c.replace(n_tasks=3))
+    s2, s3 = task_selection(c), task_selection(c.replace(n_tasks=3))
     assert set(s2) <= set(s3) and len(s3) == 3
-    others = {tuple(tr.task_selection(c.replace(task_seed=s))) for s in range(6)}
+    others = {tuple(task_selection(c.replace(task_seed=s))) for s in range(6)}
     assert len(others) > 1
 
 

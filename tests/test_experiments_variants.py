@@ -69,6 +69,19 @@ def test_plan_decides_the_papers_claims_on_learned_rows_and_runs_the_variant_bes
         training_plan(**{**PARAMS, "seeds": [0, 0]})
 
 
+def test_plan_controls_are_the_variants_task_router_runs_changed_four_ways():
+    plan = training_plan(**PARAMS, entity_codes=4, controls=True)
+    seeds = len(PARAMS["seeds"])
+    assert len(plan.controls) == 4 * seeds
+    assert {c.control for c in plan.controls} == {"router_loss_detached",
+                                                  "router_loss_determined", "task_routed",
+                                                  "none"}
+    assert all(c.objective == "ce+router" and c.model.entity_codes == 4 for c in plan.controls)
+    weights = [c for c in plan.controls if c.control == "none"]
+    assert len(weights) == seeds and all(c.train.router_alpha == 0.1 for c in weights)
+    assert training_plan(**PARAMS, controls=True).controls == ()        # no variant, no controls
+
+
 def test_plan_refuses_a_grid_without_experts_to_route():
     with pytest.raises(ValueError, match="grid_experts"):
         training_plan(**{**PARAMS, "grid_experts": [1]})

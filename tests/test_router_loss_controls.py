@@ -100,3 +100,66 @@ def test_control_effect_reads_the_two_differences():
         "changes nothing resolvable"
     with pytest.raises(ValueError, match="vs_ce"):
         control_effect(D(low=0.0, high=0.1), (0.0, 0.1))
+
+
+def test_the_detached_control_survives_the_entity_codes():
+    """The variant's controls run with fixed entity codes: the model's configuration must keep
+    both (an earlier ``_model_config`` replaced the detached flag by the codes' start)."""
+    from moe_routing.experiments.data import model_config
+
+    cfg = ExperimentConfig.from_flat(objective="ce+router", entity_codes=4,
+                                     control="router_loss_detached", **TINY)
+    mcfg = model_config(cfg)
+    assert mcfg.router_loss_detached is True and mcfg.code_start is not None
+    assert model_config(cfg.replace(control="none")).router_loss_detached is False
+
+
+def _oracle_model(top_k: int = 1) -> MoETransformer:
+    torch.manual_seed(0)
+    return MoETransformer(MoEConfig(vocab_size=20, max_len=6, d_model=16, n_heads=2,
+                                    n_experts=3, d_expert=8, top_k=top_k))
+
+
+def test_an_oracle_route_sends_every_position_of_a_sequence_to_its_expert():
+    model = _oracle_model()
+    idx = torch.randint(0, 20, (4, 6))
+    route = torch.tensor([2, 0, 1, 2])
+    out = model(idx, route=route)
+    assert torch.equal(out.expert_index[..., 0], route[:, None].expand(4, 6))
+    # the same expert with gate 1 = the router's choice forced: the logits change with it
+    free = model(idx)
+    assert not torch.equal(out.logits, free.logits)
+    assert torch.equal(out.layers[0].router_logits, free.layers[0].router_logits)
+    # the route of a sequence does not depend on its batch: one row alone gives its logits
+    alone = model(idx[1:2], route=route[1:2])
+    assert torch.allclose(alone.logits, out.logits[1:2], atol=1e-6)
+
+
+@pytest.mark.parametrize("bad, match", [(torch.tensor([0, 3]), "expert ids"),
+                                        (torch.tensor([0]), "route"),
+                                        (torch.tensor([0.0, 1.0]), "route")])
+def test_a_bad_route_is_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        _oracle_model()(torch.zeros(2, 4, dtype=torch.long), route=bad)
+
+
+def test_a_route_is_refused_for_a_top_two_model_and_a_rerouted_expert():
+    with pytest.raises(ValueError, match="top-2"):
+        _oracle_model(2)(torch.zeros(2, 4, dtype=torch.long), route=torch.tensor([0, 1]))
+    model = _oracle_model()
+    model.knock_out([1], "reroute")
+    with pytest.raises(ValueError, match="reroute"):
+        model(torch.zeros(2, 4, dtype=torch.long), route=torch.tensor([0, 1]))
+
+
+def test_the_task_routed_control_trains_by_the_task_with_no_router_loss(tmp_path):
+    base = ExperimentConfig.from_flat(objective="ce+router", **TINY)
+    oracle = base.replace(control="task_routed")
+    assert oracle.loop_config("cpu").objective == "ce"
+    rt, orc = run_grid([base, oracle], tmp_path, progress=False, workers=1)
+    assert orc["config"]["control"] == "task_routed" and orc["key"] != rt["key"]
+    assert all(v == 0 for v in orc["history"]["router"])         # no router loss
+    assert any(v > 0 for v in rt["history"]["router"])
+    # measured as it was trained: every position at its task's designated expert
+    assert orc["routing_all"]["diagonal_accuracy"] == pytest.approx(1.0)
+    assert rt["routing_all"]["diagonal_accuracy"] < 1.0

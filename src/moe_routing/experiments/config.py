@@ -40,9 +40,13 @@ VARIANTS = ("none", "constant_router", "collapsed", "shuffled_tasks", "untrained
 #: hurt through the shared layers?  ``router_loss_determined`` — the loss only at the
 #: task-determined positions (those whose prefix only one task continues, where a router
 #: reading the prefix can know the task), not at every position from BOS: does supervising
-#: positions where the task cannot be known cost accuracy?  ``none``: the loss as the chapter
-#: defines it.  (Its weight ``router_alpha`` is the third control.)
-CONTROLS = ("none", "router_loss_detached", "router_loss_determined")
+#: positions where the task cannot be known cost accuracy?  ``task_routed`` — no router loss
+#: and no router: every position of a sentence goes to its task's designated expert
+#: (:func:`~moe_routing.model.task_to_expert`, the map the loss supervises towards), in training
+#: and at test time (an oracle: the task is given): the pure capacity cost of confining each
+#: task to one expert.  ``none``: the loss as the chapter defines it.  (Its weight
+#: ``router_alpha`` is the fourth control.)
+CONTROLS = ("none", "router_loss_detached", "router_loss_determined", "task_routed")
 
 
 class NestedConfig:
@@ -144,11 +148,13 @@ class NestedConfig:
 
     def loop_config(self, device: str, progress: bool = False):
         """The training loop's :class:`~moe_routing.model.TrainConfig` of the run on the
-        resolved ``device`` (``ce`` with one expert: the three objectives coincide)."""
+        resolved ``device`` (``ce`` with one expert: the three objectives coincide; ``ce``
+        under the ``task_routed`` control: the oracle routes, no router is trained)."""
         from ..model import TrainConfig
 
         return TrainConfig(**asdict(self.train),
-                           objective="ce" if self.model.n_experts == 1 else self.objective,
+                           objective="ce" if self.model.n_experts == 1
+                           or self.control == "task_routed" else self.objective,
                            seed=self.seed, device=device, amp=self.amp, progress=progress,
                            log_every=10)
 

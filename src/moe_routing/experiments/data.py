@@ -51,8 +51,20 @@ def _object_targets(split):
     return split.tokens[torch.arange(len(split)), split.object_pos]          # (M,)
 
 
-def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
-    """Every measurement of the module docstring, for a trained model on dataset ``ds``."""
+def oracle_route(cfg: ExperimentConfig, split):
+    """(M,) the designated expert of each sentence of ``split`` under the ``task_routed``
+    control (the oracle routes by the task), else None (the router routes)."""
+    from ..model import task_to_expert
+
+    if cfg.control != "task_routed":
+        return None
+    return task_to_expert(split.task.long(), cfg.model.n_experts)
+
+
+def evaluate_run(model, ds, n_experts: int, batch_size: int = 512,
+                 cfg: ExperimentConfig | None = None) -> dict:
+    """Every measurement of the module docstring, for a trained model on dataset ``ds``
+    (``cfg``: the run's configuration, whose ``task_routed`` control routes by the task)."""
     import torch
 
     from .. import routing_metrics as rm
@@ -61,10 +73,12 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
     n_experts = integer("n_experts", n_experts, low=1)
     batch_size = integer("batch_size", batch_size, low=1)
     te, tr = ds.encode_split("test"), ds.encode_split("train")
-    acc = exact_match(model, te.tokens, te.object_pos, _object_targets(te))
     n_tr = min(len(tr), 2000)
+    r_te, r_tr = (None, None) if cfg is None else (oracle_route(cfg, te), oracle_route(cfg, tr))
+    acc = exact_match(model, te.tokens, te.object_pos, _object_targets(te), route=r_te)
     acc_tr = exact_match(model, tr.tokens[:n_tr], tr.object_pos[:n_tr],
-                         _object_targets(tr)[:n_tr])
+                         _object_targets(tr)[:n_tr],
+                         route=None if r_tr is None else r_tr[:n_tr])
     per_task = np.bincount(te.task.numpy(), weights=acc.correct.numpy().astype(float),
                            minlength=ds.n_tasks) / np.maximum(
         np.bincount(te.task.numpy(), minlength=ds.n_tasks), 1)
@@ -75,16 +89,17 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512) -> dict:
     obj_pred[torch.arange(len(te)), te.object_pos - 1] = True                 # predicts object
     mass = valid_next_mass(model, inputs,
                            lambda rows: ds.valid_next_mask(te.prefix_node[rows, :-1]),
-                           batch_size=batch_size).mass                        # (M, n-1)
+                           batch_size=batch_size, route=r_te).mass            # (M, n-1)
 
     # Positions whose prefix is continued by sentences of one task only: there the router's
     # input (a causal layer reads the prefix) can tell the task; at the others (BOS, template
     # words shared by several relations) no router can, whatever its training.
     nodes = te.prefix_node[:, :-1]                                            # (M, n-1)
     determined = determined_mask(ds, te)
-    rec_all = collect_routing(model, inputs, te.task, loss_mask)
-    rec_obj = collect_routing(model, inputs, te.task, obj_pred)
-    rec_det = collect_routing(model, inputs, te.task, determined) if determined.any() else None
+    rec_all = collect_routing(model, inputs, te.task, loss_mask, route=r_te)
+    rec_obj = collect_routing(model, inputs, te.task, obj_pred, route=r_te)
+    rec_det = (collect_routing(model, inputs, te.task, determined, route=r_te)
+               if determined.any() else None)
     summary = lambda rec: rm.routing_summary(rec.task, rec.expert[:, 0], ds.n_tasks,  # noqa: E731
                                              n_experts, rec.probs)
     routing_all, routing_obj = summary(rec_all), summary(rec_obj)
@@ -130,7 +145,7 @@ def _model_config(cfg: ExperimentConfig, ds, train_split):
         require(sorted(int(i) for i in tok.entity_ids) == list(range(start, ds.vocab_size)),
                 "tokenizer.entity_ids", "not the vocabulary's last block",
                 "entity ids code_start .. vocab_size-1 (fixed codes replace those rows)")
-        coded = dict(code_start=start)
+        coded["code_start"] = start
     return cfg.model.config(vocab_size=ds.vocab_size, max_len=train_split.inputs.shape[1],
                             top_k=1, gate="switch", **coded)
 

@@ -34,9 +34,10 @@ class TrainingPlan:
     variant : A-Fig. 2's configuration × objectives × seeds with fixed entity codes (ours);
         empty without codes.
     controls : the variant's task-router runs with the loss changed, × seeds: its gradient
-        stopped at the router's input, the loss only at the task-determined positions, and
-        a tenth of its weight (:data:`~moe_routing.experiments.config.CONTROLS`); empty
-        without a variant or with ``controls`` off.
+        stopped at the router's input, the loss only at the task-determined positions, routed
+        by the task with no router (the oracle), and a tenth of its weight
+        (:data:`~moe_routing.experiments.config.CONTROLS`); empty without a variant or with
+        ``controls`` off.
     broken : the broken variants of A-Fig. 2's configuration (:mod:`.power`), or none.
     """
 

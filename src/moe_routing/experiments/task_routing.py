@@ -90,13 +90,12 @@ from ..model.losses import OBJECTIVES
 from ..runtime import PROFILES
 from .config import RESULT_VERSION, ExperimentConfig, _config
 from .data import (_model_config, _object_targets, determined_mask, evaluate_run,
-                   experiment_dataset)
+                   experiment_dataset, oracle_route)
 from .store import (_copy_weights, _read_cached, _read_weights, _save_weights, result_path,
                     weights_path)
-# moved to .config, .data and .store; importable from here as before
+# moved to .config and .store; importable from here as before
 from .config import (KEY_FIELDS, TRAINING_CODE, VARIANTS, DataConfig,  # noqa: F401
                      NestedConfig, code_fingerprint)
-from .data import model_config, task_selection  # noqa: F401
 from .store import RESULT_KEYS, WEIGHTS_FORMAT, load_result  # noqa: F401
 
 log = logging.getLogger(__name__)
@@ -211,14 +210,15 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool,
     ds = experiment_dataset(cfg)
     tr = ds.encode_split("train")
     data = TrainData.from_split(tr, router_mask=determined_mask(ds, tr)
-                                if cfg.control == "router_loss_determined" else None)
+                                if cfg.control == "router_loss_determined" else None,
+                                route=oracle_route(cfg, tr))
     mcfg = _model_config(cfg, ds, tr)
     tcfg = cfg.loop_config(device, progress)
     te = ds.encode_split("test")
 
     def test_accuracy(m) -> dict:                 # read-only: training is not changed by it
-        return {"accuracy": exact_match(m, te.tokens, te.object_pos,
-                                        _object_targets(te)).accuracy}
+        return {"accuracy": exact_match(m, te.tokens, te.object_pos, _object_targets(te),
+                                        route=oracle_route(cfg, te)).accuracy}
 
     model, hist = _trained_base(cfg, folder) or _train_variant(cfg, mcfg, data, tcfg,
                                                                test_accuracy)
@@ -226,7 +226,7 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool,
     with torch.no_grad():
         if cfg.variant == "collapsed":
             _collapse_routing(model, te)
-        metrics = evaluate_run(model, ds, cfg.model.n_experts)
+        metrics = evaluate_run(model, ds, cfg.model.n_experts, cfg=cfg)
     res = dict(
         version=RESULT_VERSION, key=cfg.key(), config=cfg.as_dict(),
         training_key=cfg.training_key(), model_config=mcfg.as_dict(),

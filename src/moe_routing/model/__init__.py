@@ -13,8 +13,8 @@ from .losses import (IGNORE_INDEX, OBJECTIVES, FactoredLogits, LossParts, load_b
                      next_token_cross_entropy, objective_loss, router_z_loss, task_router_loss,
                      task_to_expert)
 from .parameters import ParameterCount, parameter_count
-from .train import (History, TrainConfig, TrainData, TrainSchedule, build_and_train,
-                    train)
+from .train import History, TrainConfig, TrainSchedule, build_and_train, train
+from .train_data import TrainData
 from .transformer import LayerOutput, ModelOutput, MoELayer, MoETransformer
 
 __all__ = [

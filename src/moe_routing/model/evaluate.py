@@ -59,14 +59,27 @@ def _check_prefixes(model: MoETransformer, prefixes, lengths, n_new: int) -> Non
             f"tokens must fit the model's max_len={max_len}")
 
 
+def _check_route(route, n: int) -> None:
+    if route is not None:
+        tensor("route", route, "int", shape=(n,))
+
+
+def _rows(route, start: int, size: int, device):
+    """The oracle's route of one batch of rows (None: the router routes)."""
+    return None if route is None else route[start:start + size].to(device)
+
+
 @torch.no_grad()
 def greedy_complete(model: MoETransformer, prefixes: torch.Tensor, lengths: torch.Tensor,
-                    n_new: int = 1, batch_size: int = 2048) -> torch.Tensor:
-    """Greedy continuation: prefixes (b, p) right-padded, lengths (b,) → (b, n_new) tokens."""
+                    n_new: int = 1, batch_size: int = 2048,
+                    route: torch.Tensor | None = None) -> torch.Tensor:
+    """Greedy continuation: prefixes (b, p) right-padded, lengths (b,) → (b, n_new) tokens.
+    ``route`` (b,): an oracle's expert per sequence (``MoETransformer.forward``'s)."""
     _model(model)
     n_new = integer("n_new", n_new, low=1)
     batch_size = integer("batch_size", batch_size, low=1)
     _check_prefixes(model, prefixes, lengths, n_new)
+    _check_route(route, prefixes.shape[0])
     device = next(model.parameters()).device
     was = model.training
     model.eval()
@@ -85,7 +98,8 @@ def greedy_complete(model: MoETransformer, prefixes: torch.Tensor, lengths: torc
             # the unembedding of all cur positions would be cur times the work and memory
             last = torch.zeros(pre.shape[0], cur, dtype=torch.bool, device=device)
             last[rows, ln + j - 1] = True                                 # (b, cur)
-            nxt = model(buf[:, :cur], logits_mask=last).logits.argmax(-1)  # (b,)
+            nxt = model(buf[:, :cur], logits_mask=last,                   # (b,)
+                        route=_rows(route, s, batch_size, device)).logits.argmax(-1)
             new.append(nxt)
             if j + 1 < n_new:
                 buf[rows, ln + j] = nxt
@@ -96,12 +110,14 @@ def greedy_complete(model: MoETransformer, prefixes: torch.Tensor, lengths: torc
 
 @torch.no_grad()
 def exact_match(model: MoETransformer, prefixes: torch.Tensor, lengths: torch.Tensor,
-                targets: torch.Tensor, batch_size: int = 2048) -> ExactMatch:
+                targets: torch.Tensor, batch_size: int = 2048,
+                route: torch.Tensor | None = None) -> ExactMatch:
     """Exact-match accuracy of greedy completion.
 
     prefixes (b, p) right-padded, lengths (b,), targets (b, l) — the object's token ids
     (an atomic entity is one token, l = 1), right-padded with ``IGNORE_INDEX``.  An example is
-    correct when every non-padding target token is produced in order.
+    correct when every non-padding target token is produced in order.  ``route`` (b,): an
+    oracle's expert per sequence (``MoETransformer.forward``'s), None: the router routes.
     """
     _model(model)
     tensor("targets", targets, "int", min_ndim=1)
@@ -114,7 +130,7 @@ def exact_match(model: MoETransformer, prefixes: torch.Tensor, lengths: torch.Te
         fail(f"targets[{int(first_pad[0, 0])}, 0]", IGNORE_INDEX,
              "a token id: every target needs at least one token")
     ids_in_range("targets", targets[valid], 0, model.config.vocab_size)
-    pred = greedy_complete(model, prefixes, lengths, targets.shape[1], batch_size)
+    pred = greedy_complete(model, prefixes, lengths, targets.shape[1], batch_size, route)
     ok = ((pred == targets.cpu()) | ~valid.cpu()).all(1)
     pred = pred.masked_fill(~valid.cpu(), IGNORE_INDEX)
     return ExactMatch(float(ok.float().mean()), ok, pred)
@@ -133,7 +149,7 @@ ValidSets = Union[torch.Tensor, Callable[[slice], torch.Tensor]]
 
 @torch.no_grad()
 def valid_next_mass(model: MoETransformer, tokens: torch.Tensor, valid: ValidSets,
-                    batch_size: int = 512) -> ValidMass:
+                    batch_size: int = 512, route: torch.Tensor | None = None) -> ValidMass:
     """Valid-next-token mass of ``model`` at every position of ``tokens``, batch by batch.
 
     tokens (b, t) token ids.  ``valid`` says which next tokens are valid after the prefix
@@ -146,11 +162,12 @@ def valid_next_mass(model: MoETransformer, tokens: torch.Tensor, valid: ValidSet
     logits are upcast before the softmax).  Both masses come from log-space sums, so an invalid
     mass of 1e-18 is measured, not lost in ``1 − mass``.  A position with an empty valid set
     has mass 0 and invalid mass 1.  Positions beyond a sequence's end carry whatever ``valid``
-    says there: mask them out afterwards.
+    says there: mask them out afterwards.  ``route`` (b,): an oracle's expert per sequence.
     """
     _model(model)
     _tokens("tokens", tokens, model)
     batch_size = integer("batch_size", batch_size, low=1)
+    _check_route(route, tokens.shape[0])
     v = model.config.vocab_size
     whole = isinstance(valid, torch.Tensor)
     if whole:
@@ -167,7 +184,8 @@ def valid_next_mass(model: MoETransformer, tokens: torch.Tensor, valid: ValidSet
         batch = tokens[rows]
         mask = valid[rows] if whole else tensor("valid(rows)", valid(rows), "bool",
                                                 shape=(*batch.shape, v))
-        logits = model(batch.to(device)).logits                           # (b', t, v)
+        logits = model(batch.to(device),                                  # (b', t, v)
+                       route=_rows(route, s, batch_size, device)).logits
         if logits.dtype in (torch.float16, torch.bfloat16):
             logits = logits.float()
         mask = mask.to(device)
@@ -193,17 +211,20 @@ class RoutingRecord(NamedTuple):
 @torch.no_grad()
 def collect_routing(model: MoETransformer, inputs: torch.Tensor, task_ids: torch.Tensor,
                     mask: torch.Tensor | None = None, batch_size: int = 1024,
-                    layer: int = 0) -> RoutingRecord:
+                    layer: int = 0, route: torch.Tensor | None = None) -> RoutingRecord:
     """Run the model and keep the router's decisions where ``mask`` (b, t) is True (default:
     everywhere), ready for ``moe_routing.routing_metrics`` (e.g. ``routing_summary(rec.task,
     rec.expert[:, 0], K, E, rec.probs)``).
 
     inputs (b, t) token ids, task_ids (b,) integer (for a deeper model, whichever task the
     caller measures this layer's routing against, e.g. the hop-2 task for layer 2), mask (b, t)
-    bool; layer: which layer's router, 0-based (default 0: layer 1, the only one of paper A)."""
+    bool; layer: which layer's router, 0-based (default 0: layer 1, the only one of paper A);
+    ``route`` (b,): an oracle's expert per sequence (the record then holds the oracle's choice
+    beside the router's distribution)."""
     _model(model)
     _tokens("inputs", inputs, model)
     tensor("task_ids", task_ids, "int", shape=(inputs.shape[0],))
+    _check_route(route, inputs.shape[0])
     batch_size = integer("batch_size", batch_size, low=1)
     layer = layer_index(layer, model.config.n_layers)
     if mask is None:
@@ -218,7 +239,8 @@ def collect_routing(model: MoETransformer, inputs: torch.Tensor, task_ids: torch
         batch = inputs[s:s + batch_size].to(device)                       # (b, t)
         # routing only: an all-False logits mask skips the unembedding (b, t, v)
         out = model(batch, logits_mask=torch.zeros(batch.shape, dtype=torch.bool,
-                                                   device=device))
+                                                   device=device),
+                    route=_rows(route, s, batch_size, device))
         m = mask[s:s + batch_size].to(device)                             # (b, t)
         rec = out.layers[layer]
         experts.append(rec.expert_index[m].cpu())

@@ -201,12 +201,15 @@ class MoELayer(nn.Module):
 
 
 def _layer_forward(layer, cfg: MoEConfig, a: torch.Tensor, return_internals: bool,
-                   backend: str | None) -> tuple[torch.Tensor, LayerOutput]:
+                   backend: str | None, route: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, LayerOutput]:
     """One layer on the residual stream a (b, t, d) → (A_{l+1} (b, t, d), its LayerOutput).
 
     ``layer`` is the model itself for layer 1 (its parts keep the top-level names the
     construction writes) or a :class:`MoELayer`: both carry ``ln_attn, attn, ln_moe, router,
-    experts, expert_alive, knockout_mode``.
+    experts, expert_alive, knockout_mode``.  ``route`` (b,) long: an oracle's choice, every
+    position of sequence i to expert ``route[i]`` with gate 1 (top-1; the router's logits and
+    probabilities are still computed and returned, its choice is not used).
     """
     b, t, _ = a.shape
     attn_out, att, heads = layer.attn(layer.ln_attn(a), return_internals)
@@ -216,8 +219,15 @@ def _layer_forward(layer, cfg: MoEConfig, a: torch.Tensor, return_internals: boo
     if layer.knockout_mode == "reroute":    # no expert dead: masked_fill changes nothing
         router_logits = router_logits.masked_fill(layer.expert_alive == 0, float("-inf"))
     probs = router_logits.softmax(-1)                                 # (b, t, e)
-    top_p, top_i = probs.topk(cfg.top_k, dim=-1)                      # (b, t, k)
-    gate = top_p if cfg.gate == "switch" else top_p / top_p.sum(-1, keepdim=True)
+    if route is None:
+        top_p, top_i = probs.topk(cfg.top_k, dim=-1)                  # (b, t, k)
+        gate = top_p if cfg.gate == "switch" else top_p / top_p.sum(-1, keepdim=True)
+    else:                                                             # the oracle's map
+        require(layer.knockout_mode != "reroute" or bool(layer.expert_alive[route].all()),
+                "route", "an expert knocked out in 'reroute' mode",
+                "experts alive (an oracle's route is not rerouted; knock out in 'zero' mode)")
+        top_i = route[:, None, None].expand(b, t, 1)                  # (b, t, 1)
+        gate = torch.ones(b, t, 1, dtype=probs.dtype, device=probs.device)
     if layer.knockout_mode == "zero":
         gate = gate * layer.expert_alive[top_i]
     moe = layer.experts(x.reshape(b * t, -1), top_i.reshape(b * t, -1),

@@ -39,9 +39,9 @@ import torch
 
 from ..runtime import DEVICES, resolve_device, seed_everything
 from ..validation import choice, fail, flag, instance, integer, number, positive, require
-from .checks import tensor
 from .config import MoEConfig
 from .losses import IGNORE_INDEX, OBJECTIVES, objective_loss
+from .train_data import TrainData
 from .transformer import MoETransformer
 
 SCHEDULES = ("cosine", "constant")
@@ -50,79 +50,6 @@ SCHEDULES = ("cosine", "constant")
 #: the same loss to rounding).  False: the whole (m, v) logits tensor, as before
 #: (bit for bit the runs of that code; the one-layer reference test trains so).
 FACTORED_LOGITS_ON_CPU = True
-
-
-@dataclass(frozen=True)
-class TrainData:
-    """Sequences ready for next-token training.
-
-    inputs (n, t) long — token ids (right-padded with any valid id);
-    targets (n, t) long — ``targets[:, s]`` is the token after input position s, or
-        ``IGNORE_INDEX`` (-100) where no loss is taken (padding);
-    task_ids (n,) long — task of each sequence (needed by ``ce+router`` and routing metrics);
-    router_mask (n, t) bool or None — positions the task-router loss supervises (default: all
-        positions whose target is not ignored).
-    layer_tasks (n, L) long or None — for a model of L layers, the task whose designated expert
-        supervises layer l (column l) in ``ce+router`` (e.g. hop 1 and hop 2 of a two-hop
-        sentence); without it ``task_ids`` supervises every layer.  L must equal the model's
-        ``n_layers`` (checked by :func:`train`).  ``task_ids`` stays the task of the sentence
-        (routing metrics read it).
-    """
-
-    inputs: torch.Tensor
-    targets: torch.Tensor
-    task_ids: torch.Tensor | None = None
-    router_mask: torch.Tensor | None = None
-    layer_tasks: torch.Tensor | None = None
-
-    def __post_init__(self):
-        tensor("TrainData.inputs", self.inputs, "int", ndim=2)
-        shape = tuple(self.inputs.shape)
-        tensor("TrainData.targets", self.targets, "int", shape=shape)
-        real = self.targets[self.targets != IGNORE_INDEX]
-        require(real.numel() > 0, "TrainData.targets", "all IGNORE_INDEX",
-                "at least one supervised target")
-        if self.task_ids is not None:
-            tensor("TrainData.task_ids", self.task_ids, "int", shape=(shape[0],))
-        for name, ids in (("inputs", self.inputs), ("targets (not ignored)", real),
-                          ("task_ids", self.task_ids)):
-            if ids is not None:
-                require(int(ids.min()) >= 0, f"TrainData.{name}.min()", int(ids.min()),
-                        "ids ≥ 0")
-        if self.router_mask is not None:
-            tensor("TrainData.router_mask", self.router_mask, "bool", shape=shape)
-        if self.layer_tasks is not None:
-            tensor("TrainData.layer_tasks", self.layer_tasks, "int", ndim=2)
-            require(self.layer_tasks.shape[0] == shape[0], "TrainData.layer_tasks.shape",
-                    tuple(self.layer_tasks.shape),
-                    f"({shape[0]}, n_layers): one row per sequence (n={shape[0]}), one column "
-                    "per layer -- a transposed (n_layers, n) tensor is refused here")
-            require(int(self.layer_tasks.min()) >= 0, "TrainData.layer_tasks.min()",
-                    int(self.layer_tasks.min()), "task ids ≥ 0")
-
-    def __len__(self) -> int:
-        return self.inputs.shape[0]
-
-    @classmethod
-    def from_split(cls, split, router_mask: torch.Tensor | None = None,
-                   layer_tasks: torch.Tensor | None = None) -> "TrainData":
-        """From a knowledge ``EncodedSplit`` (``moe_routing.knowledge``): its ``inputs``,
-        ``targets_masked(IGNORE_INDEX)`` and ``task``; ``router_mask`` and ``layer_tasks`` as
-        in the class doc."""
-        return cls(inputs=split.inputs.contiguous(),
-                   targets=split.targets_masked(IGNORE_INDEX).contiguous(),
-                   task_ids=split.task, router_mask=router_mask, layer_tasks=layer_tasks)
-
-    def check_vocab(self, vocab_size: int, max_len: int) -> None:
-        """ValueError when the data do not fit the model's vocabulary or context."""
-        vocab_size = integer("vocab_size", vocab_size, low=1)
-        max_len = integer("max_len", max_len, low=1)
-        tgt = self.targets[self.targets != IGNORE_INDEX]
-        hi = max(int(self.inputs.max()), int(tgt.max()))
-        require(hi < vocab_size, "token ids", f"0..{hi}",
-                f"ids in 0..{vocab_size - 1} (the model's vocab_size={vocab_size})")
-        require(self.inputs.shape[1] <= max_len, "sequence length", self.inputs.shape[1],
-                f"at most the model's max_len={max_len}")
 
 
 @dataclass(frozen=True)
@@ -329,6 +256,9 @@ def train(model: MoETransformer, data: TrainData, cfg: TrainConfig,
     device = resolve_device(cfg.device)
     mcfg = model.config
     data.check_vocab(mcfg.vocab_size, mcfg.max_len)
+    if data.route is not None:
+        require(int(data.route.max()) < mcfg.n_experts, "TrainData.route.max()",
+                int(data.route.max()), f"expert ids < n_experts={mcfg.n_experts}")
     require(cfg.objective != "ce+router" or data.task_ids is not None
             or data.layer_tasks is not None, "TrainData.task_ids", None,
             "one task id per sequence (or layer_tasks): objective 'ce+router' needs them")
@@ -357,6 +287,7 @@ def _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
     router_tasks = data.layer_tasks if data.layer_tasks is not None else data.task_ids
     task_ids = router_tasks.to(device) if router_tasks is not None else None
     rmask = data.router_mask.to(device) if data.router_mask is not None else None
+    route = data.route.to(device) if data.route is not None else None
     n = len(data)
     total = cfg.total_steps(n)
     opt = torch.optim.AdamW(model.param_groups(cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98),
@@ -385,7 +316,8 @@ def _train_loop(model, data, cfg, device, use_amp, eval_fn, eval_every,
             tgt = targets[idx]                                            # (b, t)
             real = tgt != IGNORE_INDEX
             out = model(inputs[idx], logits_mask=real,                    # logits (m, v)
-                        n_selected=int(n_real[host_idx].sum()), factored_logits=factored)
+                        n_selected=int(n_real[host_idx].sum()), factored_logits=factored,
+                        route=None if route is None else route[idx])
             layers = out.layers                                           # one per layer
             parts = objective_loss(
                 cfg.objective, out.logits, tgt, tuple(r.router_logits for r in layers),

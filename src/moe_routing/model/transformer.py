@@ -144,7 +144,8 @@ class MoETransformer(nn.Module):
                 backend: str | None = None,
                 logits_mask: torch.Tensor | None = None,
                 n_selected: int | None = None,
-                factored_logits: bool = False) -> ModelOutput:
+                factored_logits: bool = False,
+                route: torch.Tensor | None = None) -> ModelOutput:
         """idx (b, t) token ids, t ≤ max_len → :class:`ModelOutput`.
 
         ``logits_mask`` (b, t) bool: compute logits only there (training skips padding this way:
@@ -157,6 +158,10 @@ class MoETransformer(nn.Module):
         ``factored_logits``: ``logits`` is a :class:`~.losses.FactoredLogits` (the final hidden
         states and the unembedding) instead of the product, for a loss that multiplies it out
         block by block (the training loop on a CPU, :func:`~.losses.next_token_cross_entropy`).
+        ``route`` (b,) long: an oracle routes instead of the router -- every position of
+        sequence i, in every layer, goes to expert ``route[i]`` with gate 1 (a top-1 model;
+        the task-routed control of paper A's experiments routes each sentence to its task's
+        designated expert this way).  The router's logits and probabilities are still returned.
 
         Checks read metadata only (this runs in every training step): the token *values* are
         checked where data enter (``TrainData``, the evaluation functions); an id outside the
@@ -176,11 +181,19 @@ class MoETransformer(nn.Module):
             require(logits_mask is not None, "n_selected", n_selected,
                     "None unless logits_mask is given (it counts logits_mask's True entries)")
             n_selected = integer("n_selected", n_selected, low=0, high=b * t)
+        if route is not None:
+            tensor("route", route, "int", shape=(b,))
+            require(cfg.top_k == 1, "route", "given", f"None for a top-{cfg.top_k} model (an "
+                    "oracle's route is one expert per sequence: top-1 models only)")
+            if on_cpu(route):
+                require(bool(((route >= 0) & (route < cfg.n_experts)).all()), "route",
+                        route.tolist()[:8], f"expert ids in 0..{cfg.n_experts - 1}")
         pos = torch.arange(t, device=idx.device)
         a2 = self.embed_tokens(idx) + self.pos_emb(pos)                   # (b, t, d)
         layers = []
         for layer in self.layers():
-            a2, rec = _layer_forward(layer, cfg, a2, return_internals, backend)   # A_{l+1}
+            a2, rec = _layer_forward(layer, cfg, a2, return_internals, backend,  # A_{l+1}
+                                     route)
             layers.append(rec)
         first = layers[0]
         if logits_mask is not None:

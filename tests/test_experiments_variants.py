@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -128,3 +129,24 @@ def test_reachable_diagonal_is_one_when_groups_determine_the_expert():
     assert rm.achievable_diagonal([0, 0, 1, 2], [0, 1, 0, 1]) == pytest.approx(0.75)
     with pytest.raises(ValueError, match="designated.size"):
         rm.achievable_diagonal([0, 1], [0])
+
+
+def test_experts_off_accuracy_switches_every_expert_off_and_puts_the_state_back():
+    """The witness that the experts hold facts: exact match with every expert zeroed; a
+    collapsed variant's reroute state survives the measurement."""
+    from moe_routing.experiments.data import experts_off_accuracy
+    from moe_routing.experiments.task_routing import _object_targets, experiment_dataset
+    from moe_routing.model import MoETransformer, exact_match
+    from moe_routing.experiments.data import model_config
+
+    cfg = ExperimentConfig.from_flat(**{**BASE, "objective": "ce"})
+    te = experiment_dataset(cfg).encode_split("test")
+    torch.manual_seed(0)
+    model = MoETransformer(model_config(cfg))
+    model.knock_out([1, 2], "reroute")
+    before = model.expert_alive.clone()
+    off = experts_off_accuracy(model, te)
+    assert torch.equal(model.expert_alive, before) and model.knockout_mode == "reroute"
+    with model.knocked_out(range(cfg.n_experts)):
+        want = exact_match(model, te.tokens, te.object_pos, _object_targets(te)).accuracy
+    assert off == want

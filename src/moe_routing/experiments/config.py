@@ -21,8 +21,9 @@ from ..runtime import DEVICES
 
 #: version of the result format and of the measurement code; part of every cache key
 #: (2: the budget is ``steps``, not epochs; test accuracy is evaluated at each quarter;
-#: 3: routing at the task-determined positions, the achievable diagonal, broken variants)
-RESULT_VERSION = 3
+#: 3: routing at the task-determined positions, the achievable diagonal, broken variants;
+#: 4: the accuracy with every expert switched off, the witness that the experts hold facts)
+RESULT_VERSION = 4
 
 #: Deliberately broken variants of a run, for the power of the chapter's verdict rules (a rule
 #: that cannot tell them from a working model carries no information):

@@ -79,6 +79,7 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512,
     acc_tr = exact_match(model, tr.tokens[:n_tr], tr.object_pos[:n_tr],
                          _object_targets(tr)[:n_tr],
                          route=None if r_tr is None else r_tr[:n_tr])
+    off = experts_off_accuracy(model, te, r_te)
     per_task = np.bincount(te.task.numpy(), weights=acc.correct.numpy().astype(float),
                            minlength=ds.n_tasks) / np.maximum(
         np.bincount(te.task.numpy(), minlength=ds.n_tasks), 1)
@@ -109,7 +110,7 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512,
     routing_all["determined_fraction"] = float(determined.sum() / loss_mask.sum())
     pc = parameter_count(model.config, rec_all.expert)
     return dict(
-        accuracy=acc.accuracy, train_accuracy=acc_tr.accuracy,
+        accuracy=acc.accuracy, train_accuracy=acc_tr.accuracy, accuracy_experts_off=off,
         accuracy_per_task=per_task.tolist(),
         valid_mass=float(mass[loss_mask].mean()), valid_mass_min=float(mass[loss_mask].min()),
         valid_mass_object=float(mass[obj_pred].mean()),
@@ -122,6 +123,24 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512,
         test_correct=acc.correct.numpy().astype(int).tolist(),
         test_fact=(te.task.long() * 1_000_000 + te.pair.long()).tolist(),
     )
+
+
+def experts_off_accuracy(model, te, route=None) -> float:
+    """Test exact match with every expert's output set to zero (routing unchanged): what the
+    model recalls without its experts -- the witness of whether the experts hold the facts.
+    The model's own knock-out state (a collapsed variant's) is put back afterwards."""
+    from ..model import exact_match
+
+    saved = [(layer, layer.expert_alive.clone(), layer.knockout_mode)
+             for layer in model.layers()]
+    model.knock_out(range(model.config.n_experts))
+    try:
+        return exact_match(model, te.tokens, te.object_pos, _object_targets(te),
+                           route=route).accuracy
+    finally:
+        for layer, alive, mode in saved:
+            layer.expert_alive.copy_(alive)
+            layer.knockout_mode = mode
 
 
 def determined_mask(ds, split):

@@ -105,7 +105,7 @@ def _read_weights(cfg: ExperimentConfig, path: Path):
 
 #: what a cached result must hold to be used (a file lacking any of them is re-run)
 RESULT_KEYS = ("version", "key", "config", "training_key", "accuracy", "train_accuracy",
-               "valid_mass", "valid_mass_object", "routing_all", "routing_object",
+               "accuracy_experts_off", "valid_mass", "valid_mass_object", "routing_all", "routing_object",
                "routing_determined", "params",
                "steps", "wall_s")
 

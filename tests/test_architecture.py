@@ -58,6 +58,76 @@ def test_the_tooling_lives_outside_the_library():
     assert not list(LIBRARY.glob("*book*")), "book tooling in the science library"
 
 
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the modules of the same package it imports (at module level or inside a
+    function: a lazy import is still a dependency), from the source."""
+    pkg = root.name
+
+    def name(f: Path) -> str:
+        parts = [pkg, *f.relative_to(root).with_suffix("").parts]
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    files = {name(f): f for f in sorted(root.rglob("*.py"))}
+    edges: dict[str, set[str]] = {m: set() for m in files}
+    for m, f in files.items():
+        base = m.split(".") if f.name == "__init__.py" else m.split(".")[:-1]
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                mod = (".".join(base[:len(base) - node.level + 1]
+                                + ([node.module] if node.module else []))
+                       if node.level else node.module or "")
+                targets = [mod, *(f"{mod}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            edges[m] |= {t for t in targets if t in files and t != m}
+    return edges
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while comp[-1:] != [v]:
+                comp.append(stack.pop())
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle_in_the_library_or_the_tooling(tmp_path):
+    for root in (LIBRARY, TOOLING):
+        assert circles(import_graph(root)) == [], root.name
+    # the check sees a circle, a lazy import included (staging used to import pdf for a path)
+    pkg = tmp_path / "house"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "project.py").write_text("X = 1\n")
+    (pkg / "staging.py").write_text("from .project import X\n\ndef f():\n"
+                                    "    from .pdf import P\n    return P\n")
+    (pkg / "pdf.py").write_text("from .staging import f\nP = 2\n")
+    assert circles(import_graph(pkg)) == [["house.pdf", "house.staging"]]
+
+
 #: the most lines a library module may have: a module over it holds more than one idea (split it
 #: by concept, re-exporting the moved names from where they were)
 MAX_MODULE_LINES = 450

@@ -12,7 +12,7 @@ import bookcheck
 import pytest
 from conftest import make
 
-from moe_book.pipeline import Project
+from moe_book.project import Project
 from moe_routing.ledger import registry
 
 pytestmark = pytest.mark.book

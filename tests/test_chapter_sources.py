@@ -180,7 +180,7 @@ BRIDGE_SHARED = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks",
 def _cell_values(name: str) -> dict:
     import ast
 
-    from moe_book.pipeline import parameters_cell_names
+    from moe_book.project import parameters_cell_names
 
     _, src = parameters_cell_names(ROOT / "notebooks" / f"{name}.md")
     out = {}
@@ -233,7 +233,7 @@ def papermill_unparsed(source: str) -> list[str]:
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_papermill_reads_every_parameter_line(path):
-    from moe_book.pipeline import parameters_cell_names
+    from moe_book.project import parameters_cell_names
 
     assert papermill_unparsed(parameters_cell_names(path)[1]) == []
 

@@ -21,7 +21,7 @@ import pytest
 
 from moe_book import dist
 from moe_book.assignments import available
-from moe_book.pipeline import PipelineError, Project
+from moe_book.project import PipelineError, Project
 from moe_book.staging import _without_teacher_only
 from moe_routing.ledger import registry
 

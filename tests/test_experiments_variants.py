@@ -15,6 +15,9 @@ from moe_routing.experiments.plan import training_plan
 from moe_routing.experiments.power import VARIANT_NAMES
 from moe_routing.experiments.task_routing import VARIANTS
 
+# the experts-off measurement runs a model: a number the CPU's kernels compute
+pytestmark = pytest.mark.kernels
+
 BASE = dict(n_tasks=4, n_experts=3, objective="ce", n_relations=8, n_pairs=20)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from moe_book import pipeline as pl
+from moe_book import project as pl
 from moe_routing.experiments.task_routing import TRAINING_CODE
 from moe_routing.fingerprint import source_fingerprint
 
@@ -40,7 +40,8 @@ def append(path: Path, text: str) -> None:
 
 @pytest.mark.parametrize("edit", [
     "tooling/moe_book/pages.py",          # a page template
-    "tooling/moe_book/pipeline.py",       # the pipeline itself
+    "tooling/moe_book/pipeline.py",       # the pipeline's command line
+    "tooling/moe_book/project.py",        # the layout, parameters and records it shares
     "tooling/moe_book/staging.py",        # how the book's source is staged
     "tooling/moe_book/execution.py",      # how one chapter is executed
     "tooling/moe_book/exercises.py",      # the exercise-index heuristic

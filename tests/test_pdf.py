@@ -17,8 +17,9 @@ import bookcheck
 import pytest
 import yaml
 
-from moe_book.pdf import PRINT_OPTIONS, NoBrowser, PipelineError, find_chromium, pdf_path
-from moe_book.pipeline import Project
+from moe_book.pdf import PRINT_OPTIONS, NoBrowser, find_chromium
+from moe_book.project import PipelineError, pdf_path
+from moe_book.project import Project
 
 pytestmark = pytest.mark.book
 ROOT = Path(__file__).resolve().parents[1]

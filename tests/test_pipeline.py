@@ -15,7 +15,8 @@ import pytest
 import mystnb
 
 from moe_book import execution, staging
-from moe_book import pipeline as pl
+from moe_book import project as pl
+from moe_book.pipeline import main
 
 NB = mystnb.chapter("""\
     # {title}
@@ -497,7 +498,7 @@ def test_stage_offers_the_built_pdfs_and_the_version_in_the_footer(project):
     states the library's version."""
     import yaml
 
-    from moe_book.pdf import pdf_path
+    from moe_book.project import pdf_path
     from moe_routing import __version__
 
     (project.book_dir / "_config.yml").write_text(
@@ -594,11 +595,9 @@ def test_book_runs_the_grid_chapters_in_order_beside_the_others():
 def test_grid_environment_names_are_the_executors():
     """The pipeline skips importing the executor (and torch) when neither variable is set: its
     names must be the executor's."""
-    from moe_book import pipeline
-
     from moe_routing.experiments.executor import ENV_EXECUTOR, ENV_WORKERS
 
-    assert pipeline.GRID_ENV == (ENV_EXECUTOR, ENV_WORKERS)
+    assert pl.GRID_ENV == (ENV_EXECUTOR, ENV_WORKERS)
 
 
 # --- runs_from: what the pipeline injects into a chapter that declares it ---------------------
@@ -651,7 +650,7 @@ def test_the_command_lines_processes_share_the_parsed_parameters_cells(project, 
     import jupytext
 
     monkeypatch.chdir(project.root)
-    assert pl.main(["validate", "--profile", "default", "--device", "cpu"]) == 0
+    assert main(["validate", "--profile", "default", "--device", "cpu"]) == 0
     cache = project.root / "build" / ".parameters-cells.json"
     assert sorted(Path(p).stem for p in json.loads(cache.read_text())) == ["alpha", "beta"]
     assert pl.CELL_CACHE is None                       # the tests' own calls never see it
@@ -661,14 +660,14 @@ def test_the_command_lines_processes_share_the_parsed_parameters_cells(project, 
 
     monkeypatch.setattr(jupytext, "read", no_parse)
     pl._parameters_cell.cache_clear()                 # as a new process would start
-    assert pl.main(["validate", "--profile", "default", "--device", "cpu"]) == 0
+    assert main(["validate", "--profile", "default", "--device", "cpu"]) == 0
     md = project.notebook_path("beta")
     md.write_text(md.read_text() + "\n<!-- edited -->\n")
     pl._parameters_cell.cache_clear()
     with pytest.raises(AssertionError, match="parsed again"):
-        pl.main(["validate", "--profile", "default", "--device", "cpu"])
+        main(["validate", "--profile", "default", "--device", "cpu"])
     cache.write_text("{not json")                     # a damaged cache is no cache
     monkeypatch.undo()
     pl._parameters_cell.cache_clear()
     monkeypatch.chdir(project.root)
-    assert pl.main(["validate", "--profile", "default", "--device", "cpu"]) == 0
+    assert main(["validate", "--profile", "default", "--device", "cpu"]) == 0

@@ -18,7 +18,7 @@ import pytest
 import mystnb
 
 from moe_book import execution, staging
-from moe_book import pipeline as pl
+from moe_book import project as pl
 from moe_routing import atomic
 
 NB = mystnb.chapter("""\

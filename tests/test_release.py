@@ -17,7 +17,7 @@ import yaml
 from moe_book import dist
 from moe_book import staging
 from moe_book.home import parse
-from moe_book.pdf import NAME as PDF_NAME
+from moe_book.project import NAME as PDF_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"

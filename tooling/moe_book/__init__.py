@@ -3,10 +3,12 @@
 It is the second product of this repository, beside the science library ``moe_routing`` (which
 it imports and which never imports it):
 
-* :mod:`moe_book.pipeline` -- the command line: layout, parameters, validation, keys, the
-  checks of recorded outputs, failures (the Makefile's ``execute``/``html``/``student``), with
-  :mod:`moe_book.execution` (execute one chapter: content-addressed, atomic, logged) and
-  :mod:`moe_book.staging` (stage the Jupyter Book source, leaving unchanged files untouched);
+* :mod:`moe_book.project` -- the base every command shares: layout, parameters, validation,
+  keys, the checks of recorded outputs, failures, where the PDFs lie (it imports no command);
+* :mod:`moe_book.pipeline` -- the command line on top (the Makefile's
+  ``execute``/``html``/``student``), with :mod:`moe_book.execution` (execute one chapter:
+  content-addressed, atomic, logged) and :mod:`moe_book.staging` (stage the Jupyter Book
+  source, leaving unchanged files untouched);
 * :mod:`moe_book.keys` -- what a chapter's cached execution depends on;
 * :mod:`moe_book.pages` -- the generated pages (reproduction ledger, execution status,
   exercises);

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("chapters", nargs="*", type=Path,
                     help="MyST chapters (default: every notebooks/*.md but README.md)")
     args = ap.parse_args(argv)
-    from .pipeline import find_root
+    from .project import find_root
 
     root = find_root()
     paths = args.chapters or sorted(p for p in (root / "notebooks").glob("*.md")

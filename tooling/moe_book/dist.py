@@ -53,9 +53,8 @@ from moe_routing.runtime import PROFILES, git_commit
 from moe_routing.validation import choice
 
 from .keys import file_sha256
-from .pipeline import PipelineError, Project, find_root
+from .project import NAME, PipelineError, Project, find_root
 
-NAME = "moe-routing-companion"
 PDFS = (f"{NAME}.pdf", f"{NAME}-student.pdf")       # what `make pdf` writes (full, student)
 MANIFESTS = ("MANIFEST.json", "MANIFEST.sha256")
 

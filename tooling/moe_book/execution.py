@@ -20,7 +20,7 @@ from pathlib import Path
 
 from moe_routing.atomic import atomic_write_json, atomic_write_text
 
-from .pipeline import (Project, notebook_key, output_checksums, parameters_cell_names,
+from .project import (Project, notebook_key, output_checksums, parameters_cell_names,
                        read_state, run_folders, verify_outputs)
 
 

@@ -56,13 +56,12 @@ import yaml
 
 from moe_routing.atomic import atomic_write_bytes, atomic_write_text
 
-from .pipeline import PipelineError, Project, find_root
+from .project import PipelineError, Project, find_root, pdf_path
 from .staging import EDITIONS, stage
 
 # Where a Chromium is looked for (:func:`find_chromium`), in this order.
 CHROMIUM_ENV = "CHROMIUM"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-NAME = "moe-routing-companion"
 MARGIN_MM = {"top": 17, "bottom": 17, "left": 15, "right": 15}
 PAPER = {"format": "A4", "margin": {side: f"{mm}mm" for side, mm in MARGIN_MM.items()}}
 SCALE = 0.8          # CSS px -> paper: 16 px body text prints at 9.6 pt, lines of ~95 characters
@@ -142,10 +141,6 @@ def find_chromium(environ: Mapping[str, str] | None = None) -> str:
                     "Debian's package 'chromium' (apt-get install chromium), or run "
                     "'python -m playwright install chromium', or set CHROMIUM=/path/to/chrome")
 
-
-def pdf_path(project: Project, profile: str, edition: str) -> Path:
-    suffix = "" if edition == "full" else f"-{edition}"
-    return project.build_dir(profile) / "pdf" / f"{NAME}{suffix}.pdf"
 
 
 # --------------------------------------------------------------------------------------------

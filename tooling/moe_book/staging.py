@@ -25,8 +25,8 @@ import yaml
 from moe_routing.atomic import atomic_write_bytes, atomic_write_text
 
 from .home import Home
-from .pipeline import (INJECTED, INJECTED_IF_DECLARED, PipelineError, Project, read_state,
-                       verify_outputs)
+from .project import (INJECTED, INJECTED_IF_DECLARED, NAME, PipelineError, Project, pdf_path,
+                       read_state, verify_outputs)
 
 # --------------------------------------------------------------------------------------------
 # The reader's notebook
@@ -255,7 +255,6 @@ def _stage_assignments(project: Project, dest: Path, wheel: Path, student: bool)
 def pdf_editions(project: Project, profile: str, edition: str) -> list[Path]:
     """The PDFs (``make pdf``) an HTML edition offers, those that exist: the full edition both
     (full, student), the student edition its own only -- never the one with the solutions."""
-    from .pdf import pdf_path
 
     offered = ("full", "student") if edition == "full" else ("student",)
     return [p for p in (pdf_path(project, profile, e) for e in offered) if p.is_file()]
@@ -268,7 +267,6 @@ def pdf_editions_text(pdfs: list[Path], book_home=None, student: bool = False) -
     PDF of its own (the site that ``main`` publishes) links the PDFs attached to the
     repository's latest release (``.github/workflows/release.yml``); otherwise the sentence
     says how to build them."""
-    from .pdf import NAME
 
     names = [(f"{NAME}.pdf", "full edition"), (f"{NAME}-student.pdf", "student edition")]
     if student:

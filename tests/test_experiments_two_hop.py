@@ -236,12 +236,18 @@ def test_result_keys_and_types(tiny_run):
         assert isinstance(s["n"], int) and s["n"] > 0 and 0 <= s["accuracy"] <= 1
         iv = s["interval"]
         assert iv["low"] <= s["accuracy"] <= iv["high"] and iv["n_seeds"] == 1
-        assert iv["test_source"].startswith("binomial")
+        # clustered by fact: the templates of one fact (composition) are one cluster
+        assert iv["test_source"].startswith("clustered by fact")
+        assert len(s["correct"]) == len(s["facts"]) == s["n"]
+        assert np.mean(s["correct"]) == pytest.approx(s["accuracy"])
+    held_facts = r["held_out"]["facts"]
+    assert len(set(held_facts)) == r["n_held_out_compositions"] < len(held_facts)
     d = r["dataset"]
     assert r["held_out"]["n"] == d["n_held_out"] and r["two_hop_seen"]["n"] == d["n_seen"]
     assert r["n_held_out_compositions"] == d["split"]["n_held_out_compositions"]
-    for name in ("majority_baseline", "identity_fraction", "composition_accuracy",
-                 "train_two_hop", "train_single_hop"):
+    for name in ("majority_baseline", "copy_bridge_baseline", "identity_fraction",
+                 "copyable_fraction", "composition_accuracy", "train_two_hop",
+                 "train_single_hop"):
         assert isinstance(r[name], float) and 0 <= r[name] <= 1
     assert len(r["routing"]) == cfg.model.n_layers == 2
     for layer, entry in enumerate(r["routing"], 1):
@@ -251,6 +257,7 @@ def test_result_keys_and_types(tiny_run):
             for f in ("designated_fraction", "reuse_fraction", "held_out_designated_fraction",
                       "held_out_reuse_fraction"):
                 assert 0 <= x[f] <= 1
+            assert x["reuse_se"][0] >= 0 and x["reuse_se"][1] >= 1
             assert 0 <= x["summary"]["nmi"] <= 1 + 1e-9
             assert np.sum(x["summary"]["counts"]) == len(th.two_hop_split(
                 th.two_hop_dataset(cfg)).two_hop_all)
@@ -272,6 +279,47 @@ def test_majority_baseline_counts_the_majority_answers(tiny_run):
         hits.append(objs[i] == vals[counts.argmax()])
     assert r["majority_baseline"] == pytest.approx(np.mean(hits))
     assert r["accuracy_non_majority"]["n"] == len(hits) - sum(hits)
+
+
+def test_copy_the_bridge_baseline_and_no_copyable_held_out_query(tiny_run):
+    """Copying the first hop's object answers a held-out query exactly when o = m; the split
+    holds none out, so the baseline and the copyable fraction read 0 -- and on the old
+    selection (copyable compositions held out too) the same code counts them."""
+    cfg, _, r = tiny_run
+    ds = th.two_hop_dataset(cfg)
+    parts = th.two_hop_split(ds)
+    objs = ds.seqs[np.arange(ds.n_sentences), ds.object_pos]
+    want = []
+    for i in parts.held_out:
+        t = ds.tasks[ds.task[i]]
+        m = t.bridge(list(t.dictionary)[ds.pair[i]])
+        want.append(int(objs[i] == ds.tokenizer.entity_id(m)))
+    assert r["copy_bridge_correct"] == want == [0] * len(want)
+    assert r["copy_bridge_baseline"] == 0.0 == r["copyable_fraction"]
+    assert len(r["majority_correct"]) == r["held_out"]["n"]
+    assert np.mean(r["majority_correct"]) == pytest.approx(r["majority_baseline"])
+
+
+def test_the_copy_baseline_counts_copyable_queries_where_they_are_held_out():
+    from moe_routing.knowledge.two_hop_dataset import MixedKnowledgeDataset
+    from moe_routing.model import MoETransformer
+
+    cfg = tiny(n_pairs=60, n_templates=3)
+    ds0 = th.two_hop_dataset(cfg)
+    ds = MixedKnowledgeDataset(ds0.tasks, seed=0, hold_out_copyable=True)   # the old split
+    parts = th.two_hop_split(ds)
+    torch.manual_seed(0)
+    enc = ds.encode_split("all")
+    model = MoETransformer(cfg.model.config(ds.vocab_size, enc.inputs.shape[1], top_k=1,
+                                            gate="switch"))
+    with torch.no_grad():
+        m = th.evaluate_two_hop(model, ds, parts, cfg.model.n_experts)
+    leaked = sum(h.object == h.bridge for h in ds.held_out_compositions())
+    assert leaked == 2                                     # Morocco → Arabic → Arabic, …
+    n_tpl = len(th.DEFAULT_TEMPLATES[("P37", "P282")])
+    assert sum(m["copy_bridge_correct"]) >= leaked * min(n_tpl, 2)
+    assert m["copyable_fraction"] == pytest.approx(np.mean(m["copy_bridge_correct"]))
+    assert m["copy_bridge_baseline"] > 0
 
 
 def test_cache_returns_the_result_without_retraining(tiny_run, monkeypatch):
@@ -326,6 +374,27 @@ def test_grid_runs_through_the_executor_and_frames_one_row_per_run(tmp_path, mon
     assert (frame["held_out_low"] <= frame["held_out"]).all()
     cells = two_hop_cells(res[:4])
     assert len(cells) == 4 and set(cells["n_seeds"]) == {1}
+    # one seed: the held-out interval is the run's own, clustered by composition
+    for row, r in zip(cells.itertuples(), sorted(res[:4], key=lambda r: (
+            r["config"]["model"]["n_layers"], r["config"]["objective"]))):
+        assert row.held_out_half_width == pytest.approx(r["held_out"]["interval"]["half_width"])
+    assert cells["copy_bridge_baseline"].eq(0).all()
+    d = th.held_out_differences(res[:4], 2, "ce+router", control=(1, "ce+router"))
+    two = next(r for r in res if r["config"]["model"]["n_layers"] == 2
+               and r["config"]["objective"] == "ce+router")
+    one = next(r for r in res if r["config"]["model"]["n_layers"] == 1
+               and r["config"]["objective"] == "ce+router")
+    assert d["seeds"] == [0]
+    assert d["control"].mean == pytest.approx(two["held_out"]["accuracy"]
+                                              - one["held_out"]["accuracy"])
+    assert d["majority"].mean == pytest.approx(two["held_out"]["accuracy"]
+                                               - two["majority_baseline"])
+    assert d["copy_bridge"].mean == pytest.approx(two["held_out"]["accuracy"])
+    # a cell against itself: the same answer on every query, no difference and no spread
+    same = th.held_out_differences(res[:4], 2, "ce", control=(2, "ce"))["control"]
+    assert (same.mean, same.low, same.high) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match=r"control = \(1, 'ce\+lb'\).*cell of the results"):
+        th.held_out_differences(res[:4], control=(1, "ce+lb"))
 
     def boom(*a, **k):
         raise AssertionError("retrained a cached run")

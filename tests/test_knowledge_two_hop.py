@@ -124,6 +124,13 @@ def test_chain_counts_printed_equal_the_brute_force_counts(capsys):
     assert ident[("P17", "P36")] == sum(pools["P36"].get(m) == s
                                         for s, m in pools["P17"].items()) > 150
     assert ident[("P38", "P498")] == 0
+    # o == m: a language and its script of one name (Arabic → Arabic), a city-state's country
+    # and capital of one name
+    bridge = {(c.first, c.second): c.n_bridge for c in embedded_chains()}
+    assert bridge[("P37", "P282")] == sum(pools["P282"].get(m) == m
+                                          for m in pools["P37"].values()) > 10
+    assert bridge[("P17", "P36")] == sum(pools["P36"].get(m) == m
+                                         for m in pools["P17"].values()) > 0
 
 
 def test_task_chains_and_format():
@@ -188,7 +195,8 @@ def test_held_out_compositions_have_seen_hops_and_are_never_trained(split_unit):
     for k, t in enumerate(ds.tasks):
         if isinstance(t, TwoHopTask):
             mine = [h for h in held if h.task == t.name]
-            assert len(mine) == round(ds.test_fraction * t.n_pairs) > 0
+            free = t.n_pairs - len(ds.copyable(t.name))
+            assert len(mine) == round(ds.test_fraction * free) > 0
             # the two-hop task's test sentences are exactly those of its held-out compositions
             assert sorted(i for h in mine for i in h.test_sentences) == \
                 np.nonzero(ds.is_test & (ds.task == k))[0].tolist()
@@ -215,6 +223,63 @@ def test_held_out_compositions_have_seen_hops_and_are_never_trained(split_unit):
     # the single-hop tasks still contribute test sentences (the pins do not take them all)
     single = [k for k, t in enumerate(ds.tasks) if not isinstance(t, TwoHopTask)]
     assert all(ds.is_test[ds.task == k].any() for k in single)
+
+
+# ---- the leak: compositions whose answer is in the question or its first hop ------------------
+def _old_selection(ds):
+    """The held-out compositions as the split drew them before copyable ones were excluded:
+    round(test_fraction · |Δ_k|) by one permutation per two-hop task, in task order."""
+    rng = np.random.default_rng(ds.seed)
+    held = []
+    for t in ds.tasks:
+        if isinstance(t, TwoHopTask):
+            subjects = list(t.dictionary)
+            out = rng.permutation(t.n_pairs)[:int(round(ds.test_fraction * t.n_pairs))]
+            held += [(t, subjects[p]) for p in sorted(out)]
+    return held
+
+
+def test_the_old_split_held_out_compositions_that_copying_the_bridge_answers():
+    """An entity is its name: the script "Arabic" is the language "Arabic", so Morocco → Arabic
+    → Arabic answers with its bridge, and its first hop (Morocco, Arabic) is a training
+    sentence.  At the two-hop experiment's default size (60 pairs, 3 templates) the old
+    selection held out 2 such compositions of 24, and 9 of 80 at 200 pairs."""
+    chains = {("P17", "P36"): TEMPLATES[("P17", "P36")],
+              ("P37", "P282"): TEMPLATES[("P37", "P282")]}
+    for n_pairs, leaked, n_held in ((60, 2, 24), (200, 9, 80)):
+        ds = build_mixed_dataset(chains, n_pairs=n_pairs, n_templates=3, seed=0)
+        old = _old_selection(ds)
+        assert len(old) == n_held
+        assert sum(t.dictionary[s] == t.bridge(s) for t, s in old) == leaked
+        # the same selection, drawn by the dataset when asked to hold copyable ones out
+        again = MixedKnowledgeDataset(ds.tasks, seed=0, hold_out_copyable=True)
+        assert [(h.task, h.subject) for h in again.held_out_compositions()] == \
+            [(t.name, s) for t, s in old]
+        assert again.split_stats()["n_copyable_held_out"] >= leaked
+
+
+@pytest.mark.parametrize("n_pairs", [60, 200])
+def test_no_held_out_composition_can_be_copied_from_its_question_or_first_hop(n_pairs):
+    chains = {("P17", "P36"): TEMPLATES[("P17", "P36")],
+              ("P37", "P282"): TEMPLATES[("P37", "P282")]}
+    ds = build_mixed_dataset(chains, n_pairs=n_pairs, n_templates=3, seed=0)
+    held = ds.held_out_compositions()
+    assert held and all(h.object not in (h.bridge, h.subject) for h in held)
+    stats = ds.split_stats()
+    assert stats["n_copyable_held_out"] == 0 and stats["n_copyable_compositions"] > 10
+    # the copyable compositions exist, and stay training compositions
+    script = next(t for t in ds.two_hop_tasks if t.name == "P282∘P37")
+    copy = ds.copyable(script.name)
+    assert copy and all(script.dictionary[s] in (s, script.bridge(s)) for s in copy)
+    k = [t.name for t in ds.tasks].index(script.name)
+    subjects = list(script.dictionary)
+    for s in copy:
+        rows_ = (ds.task == k) & (ds.pair == subjects.index(s))
+        assert rows_.any() and not ds.is_test[rows_].any()
+    with pytest.raises(ValueError, match="a two-hop task of the dataset"):
+        ds.copyable("P17")
+    with pytest.raises(ValueError, match="hold_out_copyable = 1 is not allowed"):
+        MixedKnowledgeDataset(ds.tasks, hold_out_copyable=1)
 
 
 def test_without_two_hop_tasks_the_split_is_the_knowledge_datasets():

@@ -14,7 +14,9 @@ def test_construction_holds_only_when_every_check_passes():
     for bad in (dict(n_misrouted=1), dict(n_wrong_facts=1), dict(n_wrong_held_out=1),
                 dict(max_invalid_by_eps={1e-4: 2e-4, 1e-8: 1e-3})):
         assert r.two_layer_construction(**{**GOOD, **bad}).verdict == "not supported", bad
-    assert r.two_layer_construction(**{**GOOD, "n_held_out": 0}).verdict == "partly"
+    # undecidable: no composition held out, none asked apart
+    untested = r.two_layer_construction(**{**GOOD, "n_held_out": 0})
+    assert untested.verdict == "inconclusive" and "untested" in untested.reason
     assert r.two_layer_construction(
         **{**GOOD, "max_invalid_by_eps": {1e-4: 3e-5, 1e-8: 2e-8}}).verdict == "partly"
 
@@ -24,44 +26,95 @@ def test_construction_refuses_impossible_counts():
         r.two_layer_construction(**{**GOOD, "n_wrong_held_out": 49})
 
 
-def test_sizes_are_additive_only_if_no_expert_moves():
-    assert r.additive_sizes([96, 100, 82, 0], [96, 100, 82, 0], 119, 10).verdict == "our extension"
-    # a layer-2 expert that stored the composed dictionary shrinks with it
+def test_sizes_hold_by_definition_only_if_no_expert_moves():
+    sound = r.additive_sizes([96, 100, 82, 0], [96, 100, 82, 0], 119, 10)
+    assert sound.verdict == "holds by definition"
+    assert "counted from the second hops' dictionaries" in sound.reason
+    # broken: a layer-2 expert that stored the composed dictionary shrinks with it
     assert r.additive_sizes([96, 100, 82, 0], [96, 100, 40, 0], 119, 10).verdict == "not supported"
-    assert r.additive_sizes([96, 100], [96, 100], 119, 119).verdict == "partly"
+    # undecidable: nothing cut
+    assert r.additive_sizes([96, 100], [96, 100], 119, 119).verdict == "inconclusive"
     with pytest.raises(ValueError, match="one size per expert"):
         r.additive_sizes([1, 2], [1], 3, 1)
 
 
-def test_held_out_against_the_majority_baseline():
-    assert r.held_out_above_baseline(0.71, 0.63, 0.43, 60).verdict == "our extension"
-    assert r.held_out_above_baseline(0.50, 0.40, 0.43, 60).verdict == "partly"
-    assert r.held_out_above_baseline(0.43, 0.35, 0.43, 60).verdict == "not supported"
-    with pytest.raises(ValueError, match="low = 0.8 is not allowed"):
-        r.held_out_above_baseline(0.7, 0.8, 0.43, 60)
+def test_every_two_hop_verdict_is_one_the_ledger_allows_for_an_x_claim():
+    from moe_routing.verdicts import OUR_VERDICTS
+
+    assert {"holds by definition", "not supported", "inconclusive"} <= set(OUR_VERDICTS)
 
 
-def test_depth_decides_on_intervals():
-    assert r.depth_composes(0.90, 0.05, 0.60, 0.05).verdict == "our extension"
-    assert r.depth_composes(0.708, 0.081, 0.708, 0.081).verdict == "not supported"
-    assert r.depth_composes(0.692, 0.083, 0.592, 0.088).verdict == "partly"
-    assert r.depth_composes(0.50, 0.05, 0.60, 0.05).verdict == "not supported"
+# held-out: model − control, model − majority, model − copy the bridge (mean, low, high)
+BEATS = dict(vs_control=(0.20, 0.08, 0.32), vs_majority=(0.30, 0.18, 0.42),
+             vs_copy_bridge=(0.70, 0.60, 0.80), n_compositions=21, hops_learned=0.95)
+
+
+def test_held_out_must_beat_the_control_and_both_shortcuts():
+    assert r.held_out_composes(**BEATS).verdict == "our extension"
+    # broken: the one-layer control, which cannot compose, scores the same on every query
+    tie = r.held_out_composes(**{**BEATS, "vs_control": (0.0, 0.0, 0.0)})
+    assert tie.verdict == "not supported" and "one-layer control" in tie.reason
+    # broken: the majority answer does better (the whole interval below 0)
+    assert r.held_out_composes(
+        **{**BEATS, "vs_majority": (-0.1, -0.2, -0.01)}).verdict == "not supported"
+    # undecidable: the difference with the control straddles 0
+    open_ = r.held_out_composes(**{**BEATS, "vs_control": (0.04, -0.06, 0.14)})
+    assert open_.verdict == "inconclusive" and "one-layer control" in open_.reason
+    # a resolved loss decides even when another comparison is open
+    assert r.held_out_composes(**{**BEATS, "vs_control": (0.04, -0.06, 0.14),
+                                  "vs_copy_bridge": (-0.3, -0.4, -0.2)}).verdict == \
+        "not supported"
+    # undecidable: untrained models tie at 0 on everything -- no evidence either way
+    untrained = r.held_out_composes(vs_control=(0.0, 0.0, 0.0), vs_majority=(-0.5, -0.8, -0.2),
+                                    vs_copy_bridge=(0.0, 0.0, 0.0), n_compositions=14,
+                                    hops_learned=0.02)
+    assert untrained.verdict == "inconclusive" and "learned too little" in untrained.reason
+    with pytest.raises(ValueError, match="vs_majority"):
+        r.held_out_composes(**{**BEATS, "vs_majority": (0.3, 0.4, 0.5)})
+    with pytest.raises(ValueError, match="n_compositions = 0 is not allowed"):
+        r.held_out_composes(**{**BEATS, "n_compositions": 0})
+
+
+def test_held_out_reads_paired_differences():
+    from moe_routing.experiments.accuracy import paired_difference, shared_sampling_error
+
+    rng = np.random.default_rng(0)
+    facts = np.repeat(np.arange(20), 3)                     # 20 compositions, 3 templates
+    two = (rng.random((2, 60)) < 0.8).astype(float)
+    d = paired_difference(two.mean(1), two.mean(1), test=shared_sampling_error(two - two, facts))
+    same = r.held_out_composes(d, BEATS["vs_majority"], BEATS["vs_copy_bridge"], 20, 0.9)
+    assert same.verdict == "not supported"                   # identical to the control
+
+
+def test_depth_decides_on_the_paired_difference():
+    assert r.depth_composes((0.30, 0.15, 0.45), 0.9).verdict == "our extension"
+    assert r.depth_composes((0.0, 0.0, 0.0), 0.9).verdict == "not supported"
+    assert r.depth_composes((-0.2, -0.3, -0.1), 0.9).verdict == "not supported"
+    assert r.depth_composes((0.10, -0.05, 0.25), 0.9).verdict == "inconclusive"
+    assert r.depth_composes((0.0, 0.0, 0.0), 0.1).verdict == "inconclusive"
+    with pytest.raises(ValueError, match="hops_learned = 1.5 is not allowed"):
+        r.depth_composes((0.0, 0.0, 0.0), 1.5)
 
 
 def test_hop_by_hop_routing_against_hop_blind_routing():
-    assert r.hop_by_hop(0.95, 0.92, 4, 0.40, 0.35).verdict == "our extension"
-    assert r.hop_by_hop(0.52, 0.62, 4, 0.30, 0.30).verdict == "partly"
-    assert r.hop_by_hop(0.30, 0.90, 4, 0.25, 0.25).verdict == "not supported"
+    assert r.hop_by_hop(0.95, 0.92, 4, 0.40, 0.35, 0.03, 0.03, 0.9).verdict == "our extension"
+    assert r.hop_by_hop(0.62, 0.62, 4, 0.30, 0.30, 0.05, 0.05, 0.9).verdict == "partly"
+    assert r.hop_by_hop(0.30, 0.90, 4, 0.25, 0.25, 0.02, 0.02, 0.9).verdict == "not supported"
+    # the same shares with wide intervals: undecidable
+    wide = r.hop_by_hop(0.62, 0.62, 4, 0.30, 0.30, 0.30, 0.30, 0.9)
+    assert wide.verdict == "inconclusive" and "straddles" in wide.reason
     # a collapsed router: every query to one expert, which dominates every hop task. Its
-    # reuse is 100 % at both layers, and so is a hop-blind router's: no evidence of hops.
-    collapsed = r.hop_by_hop(1.0, 1.0, 4, 1.0, 1.0)
-    assert collapsed.verdict == "not supported" and "layer 1 and layer 2" in collapsed.reason
-    # high reuse that routing blind to the hop nearly reaches does not count either
-    assert r.hop_by_hop(0.95, 0.95, 4, 0.30, 0.88).verdict == "not supported"
+    # reuse is 100 % at both layers, and so is a hop-blind router's: the share cannot tell
+    collapsed = r.hop_by_hop(1.0, 1.0, 4, 1.0, 1.0, 0.0, 0.0, 0.9)
+    assert collapsed.verdict == "inconclusive" and "no room" in collapsed.reason
+    # high reuse that routing blind to the hop nearly reaches does not count
+    assert r.hop_by_hop(0.95, 0.95, 4, 0.30, 0.88, 0.01, 0.01, 0.9).verdict == "not supported"
+    # undecidable: a model that has not learned the hops
+    assert r.hop_by_hop(0.95, 0.92, 4, 0.40, 0.35, 0.03, 0.03, 0.1).verdict == "inconclusive"
     with pytest.raises(ValueError, match="n_experts = 1 is not allowed"):
-        r.hop_by_hop(0.5, 0.5, 1, 0.2, 0.2)
+        r.hop_by_hop(0.5, 0.5, 1, 0.2, 0.2, 0.0, 0.0, 0.9)
     with pytest.raises(ValueError, match="l2_blind = nan is not allowed"):
-        r.hop_by_hop(0.5, 0.5, 4, 0.2, float("nan"))
+        r.hop_by_hop(0.5, 0.5, 4, 0.2, float("nan"), 0.0, 0.0, 0.9)
 
 
 def test_hop_blind_reuse_is_the_reuse_of_a_router_that_ignores_the_hop():

@@ -25,22 +25,30 @@ What is measured (exact match of the greedy next token at the object, as in
   training here.  It separates "the model memorised this composition" from "it memorised the
   sentence";
 * ``held_out`` — the held-out compositions of the dataset: (s, o) in no training sentence, both
-  hops (s, m) and (m, o) in training in every template.  This is the test of composition.
-  Each carries ``interval`` (:func:`~moe_routing.experiments.accuracy.accuracy_interval`, one
-  run: the binomial error of its test sentences);
+  hops (s, m) and (m, o) in training in every template, and never *copyable* (o ≠ s, o ≠ m:
+  :class:`~moe_routing.knowledge.two_hop_dataset.MixedKnowledgeDataset`).  This is the test of
+  composition.  Each of the three carries ``interval``
+  (:func:`~moe_routing.experiments.accuracy.accuracy_interval`, one run: the test set's error
+  clustered by fact -- the templates of one composition are not independent), and the
+  per-sentence ``correct`` (0/1) and ``facts`` (cluster ids) that a cell's interval over
+  seeds and a paired difference (:func:`held_out_differences`) are computed from;
 * the base rates a held-out score must be read against: ``majority_baseline`` (the accuracy of
   answering, for every query of a two-hop task, the object most frequent among that task's
-  training sentences: city → country → capital is dominated by a few countries) and
-  ``accuracy_non_majority`` (exact match on the held-out queries whose object is *not* that
-  one); ``identity_fraction`` (held-out queries whose object is their subject: copyable);
-  ``composition_accuracy`` (held-out compositions answered in every template);
+  training sentences: city → country → capital is dominated by a few countries),
+  ``copy_bridge_baseline`` (answering with the first hop's object m, a training fact: right
+  exactly when o = m), each with its per-sentence ``*_correct``, and
+  ``accuracy_non_majority`` (exact match on the held-out queries whose object is *not* the
+  majority one); ``identity_fraction`` (held-out queries whose object is their subject) and
+  ``copyable_fraction`` (whose object is their subject or their bridge: 0 by construction of
+  the split); ``composition_accuracy`` (held-out compositions answered in every template);
 * ``routing`` — one entry per layer, at the position that predicts the object: for the two-hop
   queries labelled by their hop-h task (h = 1, 2), ``designated_fraction`` (routed to the hop's
   designated expert ``task mod E``, what ``ce+router`` asks for), ``reuse_fraction`` (routed to
   the expert the hop's *single-hop* queries use most at the same layer: expert reuse, which
   needs no designated expert and so reads the same for every objective), the same two on the
   held-out queries only, and :func:`~moe_routing.routing_metrics.routing_summary` (purity, NMI
-  against the hop labels).  NMI and purity only see the partition of the queries: when every
+  against the hop labels); ``reuse_se`` is [standard error, degrees of freedom] of the reuse
+  share clustered by composition.  NMI and purity only see the partition of the queries: when every
   chain has its own first and its own second hop (the default), the hop-1 and hop-2 labellings
   are the same partition and get the same NMI, so which hop a layer serves is read from the
   two fractions; with a single chain the labels are one task and NMI is 0 by definition.
@@ -70,7 +78,9 @@ from typing import Sequence
 
 from ..atomic import _jsonable, atomic_write_json
 from ..runtime import PROFILES
-from ..validation import choice, fail, flag, require, sequence, sequence_of
+import numpy as np
+
+from ..validation import choice, fail, flag, integer, require, sequence, sequence_of
 from .cache import read_cached
 # the configuration and the measurements live in their own modules; importable from here
 from .two_hop_config import (DEFAULT_TEMPLATES, LAYERS, RESULT_VERSION, TWO_HOP_CODE,  # noqa: F401
@@ -250,6 +260,8 @@ def two_hop_frame(results: Sequence[dict]):
             row[f"{name}_low"] = s["interval"]["low"] if s["interval"] else nan
             row[f"{name}_high"] = s["interval"]["high"] if s["interval"] else nan
         row.update(n_held_out=r["held_out"]["n"], majority_baseline=r["majority_baseline"],
+                   copy_bridge_baseline=r["copy_bridge_baseline"],
+                   copyable_fraction=r["copyable_fraction"],
                    held_out_non_majority=r["accuracy_non_majority"]["accuracy"],
                    composition_accuracy=r["composition_accuracy"],
                    train_two_hop=r["train_two_hop"], train_single_hop=r["train_single_hop"])
@@ -268,36 +280,133 @@ def two_hop_frame(results: Sequence[dict]):
     return pd.DataFrame(rows)
 
 
-def two_hop_cells(results: Sequence[dict]):
-    """One row per (n_layers, objective): the mean over seeds of each accuracy with its
-    :func:`~moe_routing.experiments.accuracy.accuracy_interval` (the larger of the seed spread
-    and the binomial error) and the mean majority baseline — the table the 1-vs-2-layer
-    comparison is read from."""
-    import pandas as pd
+def _cell_runs(results: Sequence[dict], n_layers: int, objective: str) -> list[dict]:
+    """The runs of one (depth, objective) cell, in seed order."""
+    runs = [r for r in results if r["config"]["model"]["n_layers"] == n_layers
+            and r["config"]["objective"] == objective]
+    return sorted(runs, key=lambda r: r["config"]["seed"])
 
-    from .accuracy import accuracy_interval
+
+def _per_sentence(runs: Sequence[dict], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(S, n) per-sentence correctness of the runs in group ``name`` and the (n,) facts;
+    refused (named) when the runs were not scored on one test set."""
+    facts = [r[name]["facts"] for r in runs]
+    require(all(f == facts[0] for f in facts), f"results ({name})",
+            [r["config"]["seed"] for r in runs],
+            "runs scored on one test set (the same data configuration)")
+    return (np.array([r[name]["correct"] for r in runs], dtype=float).reshape(len(runs), -1),
+            np.asarray(facts[0]))
+
+
+def _cell_interval(runs: Sequence[dict], name: str):
+    """The interval of a cell's mean accuracy over seeds, the test set's term clustered by
+    fact and shared by the seeds (:func:`~.accuracy.shared_sampling_error`)."""
+    from .accuracy import accuracy_interval, shared_sampling_error
+
+    correct, facts = _per_sentence(runs, name)
+    accs = [r[name]["accuracy"] for r in runs]
+    if correct.shape[1] < 2 or np.unique(facts).size < 2:
+        return accuracy_interval(accs, max(correct.shape[1], 1))
+    return accuracy_interval(accs, test=shared_sampling_error(correct, facts))
+
+
+def _reuse_interval(runs: Sequence[dict], layer: int, hop: int):
+    """The interval of a cell's mean reuse share at ``layer`` for ``hop`` (NaN: no such layer)
+    -- the seeds' spread and the mean of the runs' clustered errors."""
+    from .accuracy import SamplingError, accuracy_interval
+
+    xs = [_routing_at(r, layer, hop) for r in runs]
+    if not all(xs) or any(x.get("reuse_se") is None for x in xs):
+        return None
+    se = SamplingError(float(np.mean([x["reuse_se"][0] for x in xs])),
+                       float(min(x["reuse_se"][1] for x in xs)), "clustered by composition")
+    return accuracy_interval([x["reuse_fraction"] for x in xs], test=se)
+
+
+def two_hop_cells(results: Sequence[dict]):
+    """One row per (n_layers, objective): the mean over seeds of each accuracy with the
+    half-width of its :func:`~moe_routing.experiments.accuracy.accuracy_interval` (the seed
+    spread and the test set's error *clustered by fact* -- for the held-out queries, by
+    composition), the mean baselines (majority, copy the bridge), the training exact match on
+    the single-hop sentences, and the reuse shares with their half-widths -- the table the
+    1-vs-2-layer comparison is read from."""
+    import pandas as pd
 
     frame = two_hop_frame(results)
     rows = []
+    nan = float("nan")
     for (n_layers, objective), g in frame.groupby(["n_layers", "objective"], sort=True):
+        runs = _cell_runs(results, int(n_layers), objective)
         row = dict(n_layers=int(n_layers), objective=objective, n_seeds=len(g))
         for name in ("single_hop", "two_hop_seen", "held_out"):
-            ns = [r[name]["n"] for r in results
-                  if r["config"]["model"]["n_layers"] == n_layers
-                  and r["config"]["objective"] == objective]
-            iv = accuracy_interval(g[name].to_numpy(), ns)
+            iv = _cell_interval(runs, name)
             row[name], row[f"{name}_half_width"] = iv.mean, iv.half_width
-        row["majority_baseline"] = float(g["majority_baseline"].mean())
+        for col in ("majority_baseline", "copy_bridge_baseline", "copyable_fraction"):
+            row[col] = float(g[col].mean())
         row["held_out_non_majority"] = float(g["held_out_non_majority"].mean())
+        row["train_single_hop"] = float(g["train_single_hop"].mean())
         for col in ("l1_hop1_reuse", "l2_hop2_reuse", "l1_hop1_designated",
                     "l2_hop2_designated"):
             row[col] = float(g[col].mean())
+        for layer in (1, 2):
+            iv = _reuse_interval(runs, layer, layer)
+            row[f"l{layer}_hop{layer}_reuse_half_width"] = iv.half_width if iv else nan
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+def held_out_differences(results: Sequence[dict], n_layers: int = 2,
+                         objective: str = "ce+router", control: tuple[int, str] = (1, "ce+router")
+                         ) -> dict:
+    """The held-out exact match of the cell (``n_layers``, ``objective``) against its control
+    cell and the two baselines, as :class:`~.accuracy.PairedDifference` s (fractions):
+
+    * ``control`` -- model − control, paired by seed (the seeds both cells have);
+    * ``majority`` and ``copy_bridge`` -- model − baseline (each baseline is one fixed answer
+      per query, the same for every seed).
+
+    The test set's term is that of the per-sentence differences clustered by composition and
+    shared by the seeds (:func:`~.accuracy.shared_sampling_error`); with one seed the interval
+    is that term alone (a lower bound on the uncertainty).  Refused (named): a cell without
+    runs, cells without a common seed, runs scored on different test sets.
+    """
+    from .accuracy import paired_difference, shared_sampling_error
+
+    integer("n_layers", n_layers, low=1, high=2)
+    require(isinstance(control, tuple) and len(control) == 2, "control", control,
+            "a (n_layers, objective) pair")
+    model = _cell_runs(results, n_layers, objective)
+    base = _cell_runs(results, *control)
+    for name, runs, cell in (("n_layers/objective", model, (n_layers, objective)),
+                             ("control", base, control)):
+        require(bool(runs), name, cell, "a (n_layers, objective) cell of the results: "
+                + ", ".join(sorted({f"({r['config']['model']['n_layers']}, "
+                                    f"{r['config']['objective']})" for r in results})))
+    seeds = sorted({r["config"]["seed"] for r in model} & {r["config"]["seed"] for r in base})
+    require(bool(seeds), "control", control, f"a cell run with a seed of {(n_layers, objective)}")
+    model = [r for r in model if r["config"]["seed"] in seeds]
+    base = [r for r in base if r["config"]["seed"] in seeds]
+    a, facts = _per_sentence(model, "held_out")
+    b, facts_b = _per_sentence(base, "held_out")
+    require(np.array_equal(facts, facts_b), "control", control,
+            "a cell scored on the same held-out queries")
+
+    def diff(c: np.ndarray):                       # (S, n) per-sentence differences
+        if c.shape[1] < 2 or np.unique(facts).size < 2:
+            return None
+        return shared_sampling_error(c, facts)
+
+    out = dict(control=paired_difference(a.mean(1), b.mean(1), test=diff(a - b)))
+    for name in ("majority", "copy_bridge"):
+        base_row = np.array(model[0][f"{name}_correct"], dtype=float)
+        out[name] = paired_difference(a.mean(1), np.full(len(seeds), base_row.mean()),
+                                      test=diff(a - base_row))
+    return dict(out, seeds=seeds)
+
+
 __all__ = ["DEFAULT_TEMPLATES", "LAYERS", "RESULT_VERSION", "TWO_HOP_CODE", "TwoHopConfig",
-           "TwoHopData", "TwoHopSplit", "evaluate_two_hop", "hop_tasks",
+           "TwoHopData", "TwoHopSplit", "evaluate_two_hop", "held_out_differences",
+           "hop_tasks",
            "layer_targets", "load_two_hop", "result_path", "run_cost", "run_two_hop",
            "run_two_hop_grid",
            "two_hop_cells", "two_hop_dataset", "two_hop_frame", "two_hop_grid", "two_hop_split"]

@@ -27,8 +27,9 @@ from .config import NestedConfig, code_fingerprint
 
 #: version of the result format and of the measurement code; part of every cache key
 #: (2: the configuration nests the library's MoEShape and TrainSchedule; the objective, seed,
-#: device and amp are the run's own fields)
-RESULT_VERSION = 2
+#: device and amp are the run's own fields; 3: copyable compositions are never held out, the
+#: copy-the-bridge baseline, per-sentence correctness and intervals clustered by fact)
+RESULT_VERSION = 3
 
 #: depths a run may have: one layer (paper A's model) or one layer per hop
 LAYERS = (1, 2)
@@ -164,6 +165,9 @@ class TwoHopConfig(NestedConfig):
     device: str = "cpu"
     amp: bool = True
 
+    #: no control of the task-router loss (``NestedConfig.loop_config`` reads it): a two-hop
+    #: run trains its objective as named
+    control: ClassVar[str] = "none"
     _PARTS: ClassVar[dict[str, type]] = {"data": TwoHopData, "model": MoEShape,
                                          "train": TrainSchedule}
     _DEFAULTS: ClassVar[dict[str, dict]] = {

@@ -111,13 +111,39 @@ def _correct(model, split) -> np.ndarray:
     return exact_match(model, split.tokens, split.object_pos, _objects(split)).correct.numpy()
 
 
-def _scored(correct: np.ndarray) -> dict:
-    from .accuracy import accuracy_interval
+def fact_ids(ds, split) -> np.ndarray:
+    """(M,) int: the fact of every sentence of ``split`` -- ``task · (N + 1) + pair``, N the
+    largest dictionary: a composition for a two-hop sentence.  The cluster of the intervals:
+    the sentences of one fact (its templates) are not independent."""
+    return split.task.numpy() * (ds.max_dictionary_size + 1) + split.pair.numpy()
+
+
+def _scored(correct: np.ndarray, facts: np.ndarray) -> dict:
+    """Accuracy, count, interval clustered by fact (one run: the test set's term alone,
+    :func:`~.accuracy.clustered_se`; binomial where fewer than two facts), and the
+    per-sentence ``correct`` (0/1) with its ``facts``: what a cell's interval over seeds and
+    a paired difference need."""
+    from .accuracy import accuracy_interval, clustered_se
 
     n = int(correct.size)
     acc = float(correct.mean()) if n else float("nan")
-    return dict(accuracy=acc, n=n,
-                interval=accuracy_interval([acc], n).as_dict() if n else None)
+    if n >= 2 and np.unique(facts).size >= 2:
+        iv = accuracy_interval([acc], test=clustered_se(correct.astype(float), facts)).as_dict()
+    else:
+        iv = accuracy_interval([acc], n).as_dict() if n else None
+    return dict(accuracy=acc, n=n, interval=iv, correct=correct.astype(int).tolist(),
+                facts=np.asarray(facts).astype(int).tolist())
+
+
+def _se(values: np.ndarray, facts: np.ndarray) -> list | None:
+    """[standard error, degrees of freedom] of ``values.mean()`` clustered by fact (None with
+    fewer than two facts)."""
+    from .accuracy import clustered_se
+
+    if values.size < 2 or np.unique(facts).size < 2:
+        return None
+    e = clustered_se(values.astype(float), facts)
+    return [e.se, e.df]
 
 
 def _position_mask(split):
@@ -156,10 +182,11 @@ def evaluate_two_hop(model, ds, parts: TwoHopSplit, n_experts: int) -> dict:
     n_tr = min(len(tr), 2000)
     tr_correct = _correct(model, _take(enc, parts.train[:n_tr]))
     tr_two = hops[tr.task[:n_tr].numpy(), 0] != tr.task[:n_tr].numpy()
-    out = dict(single_hop=_scored(_correct(model, single)),
-               two_hop_seen=_scored(_correct(model, seen)))
+    held_facts = fact_ids(ds, held)
+    out = dict(single_hop=_scored(_correct(model, single), fact_ids(ds, single)),
+               two_hop_seen=_scored(_correct(model, seen), fact_ids(ds, seen)))
     held_ok = _correct(model, held)
-    out["held_out"] = _scored(held_ok)
+    out["held_out"] = _scored(held_ok, held_facts)
     out["train_single_hop"] = float(tr_correct[~tr_two].mean()) if (~tr_two).any() else None
     out["train_two_hop"] = float(tr_correct[tr_two].mean()) if tr_two.any() else None
 
@@ -170,12 +197,23 @@ def evaluate_two_hop(model, ds, parts: TwoHopSplit, n_experts: int) -> dict:
     is_major = np.array([obj_held[i] == majority[task_held[i]] for i in range(len(held))],
                         dtype=bool)
     subj_held = held.tokens[torch.arange(len(held)), held.subject_pos].numpy()
-    pair_key = task_held * (ds.max_dictionary_size + 1) + held.pair.numpy()
+    # copy the bridge: answer with the first hop's object m, a training fact
+    bridge = np.array([ds.tokenizer.entity_id(ds.tasks[k].bridge(
+        list(ds.tasks[k].dictionary)[p])) for k, p in zip(task_held, held.pair.numpy())],
+        dtype=np.int64)
+    is_bridge = bridge == obj_held
+    pair_key = held_facts
     comps = np.unique(pair_key)
+    nan = float("nan")
     out.update(
-        majority_baseline=float(is_major.mean()) if len(held) else float("nan"),
-        accuracy_non_majority=_scored(held_ok[~is_major]),
-        identity_fraction=float((subj_held == obj_held).mean()) if len(held) else float("nan"),
+        majority_baseline=float(is_major.mean()) if len(held) else nan,
+        majority_correct=is_major.astype(int).tolist(),
+        copy_bridge_baseline=float(is_bridge.mean()) if len(held) else nan,
+        copy_bridge_correct=is_bridge.astype(int).tolist(),
+        accuracy_non_majority=_scored(held_ok[~is_major], held_facts[~is_major]),
+        identity_fraction=float((subj_held == obj_held).mean()) if len(held) else nan,
+        copyable_fraction=float(((subj_held == obj_held) | is_bridge).mean())
+        if len(held) else nan,
         composition_accuracy=float(np.mean([held_ok[pair_key == c].all() for c in comps]))
         if comps.size else float("nan"),
         n_held_out_compositions=int(comps.size),
@@ -185,6 +223,7 @@ def evaluate_two_hop(model, ds, parts: TwoHopSplit, n_experts: int) -> dict:
     # routing at the object-predicting position
     s_all, t_all = _take(enc, parts.single_all), _take(enc, parts.two_hop_all)
     held_rows = np.isin(parts.two_hop_all, parts.held_out)                 # (M2,)
+    t_facts = fact_ids(ds, t_all)
     two_tasks = [k for k in range(ds.n_tasks) if hops[k, 0] != k]
     layers = []
     for layer in range(model.config.n_layers):
@@ -206,6 +245,9 @@ def evaluate_two_hop(model, ds, parts: TwoHopSplit, n_experts: int) -> dict:
             entry[f"hop{h + 1}"] = dict(
                 designated_fraction=float(designated.mean()),
                 reuse_fraction=float(reuse.mean()),
+                # its standard error over compositions (the templates of one are not
+                # independent draws of the router)
+                reuse_se=_se(reuse, t_facts),
                 held_out_designated_fraction=float(designated[held_rows].mean())
                 if held_rows.any() else None,
                 held_out_reuse_fraction=float(reuse[held_rows].mean())
@@ -226,5 +268,5 @@ def evaluate_two_hop(model, ds, parts: TwoHopSplit, n_experts: int) -> dict:
     return out
 
 
-__all__ = ["TwoHopSplit", "evaluate_two_hop", "hop_tasks", "layer_targets", "two_hop_dataset",
-           "two_hop_split"]
+__all__ = ["TwoHopSplit", "evaluate_two_hop", "fact_ids", "hop_tasks", "layer_targets",
+           "two_hop_dataset", "two_hop_split"]

@@ -22,7 +22,10 @@ relation 1 are of a kind that relation 2 takes as subjects (``subject:``/``objec
 joins.  Some real chains send a subject to itself: every one for an inverse pair (P36 ∘ P1376
 sends a capital to itself), the capitals among the cities for P36 ∘ P17 (Rome → Italy → Rome).
 They are listed, with their ``s == o`` compositions counted in ``n_identity``: a test of
-composition should know which of its answers can be copied from the question.
+composition should know which of its answers can be copied from the question.  Others send a
+subject to its *bridge*: the script "Arabic" is the language "Arabic" (one name, one entity),
+so Morocco → Arabic → Arabic answers with the first hop's object (``n_bridge``); copying the
+first hop answers those without composing.
 
 Held-out compositions (:class:`MixedKnowledgeDataset`).  The question a two-hop task asks of a
 model is whether it composes facts it knows: a held-out composition (s, o) is one whose two hops
@@ -87,6 +90,7 @@ class Chain:
 
         n_compositions : |Δ₂ ∘ Δ₁| over the relations' whole pools
         n_identity     : compositions with s == o (all of them for an inverse pair)
+        n_bridge       : compositions with o == m, the bridge (P282 ∘ P37: Arabic → Arabic)
         kinds          : (subject of first, bridge = object of first, object of second), the
                          template file's descriptions; empty strings where a relation has none
     """
@@ -96,6 +100,7 @@ class Chain:
     n_compositions: int
     n_identity: int
     kinds: tuple[str, str, str] = ("", "", "")
+    n_bridge: int = 0
 
     @property
     def name(self) -> str:
@@ -115,7 +120,8 @@ def _chains(dicts: Mapping[str, Mapping[str, str]], kinds: Mapping[str, tuple[st
             comp = compose(d1, d2)
             if comp:
                 k = (kinds[r1][0], kinds[r1][1], kinds[r2][1]) if kinds else ("", "", "")
-                out.append(Chain(r1, r2, len(comp), sum(s == o for s, o in comp.items()), k))
+                out.append(Chain(r1, r2, len(comp), sum(s == o for s, o in comp.items()), k,
+                                 sum(d1[s] == o for s, o in comp.items())))
     return out
 
 

@@ -17,6 +17,15 @@ from ..validation import fail, flag, require, sequence, sequence_of
 from .dataset import KnowledgeDataset, split_arguments
 from .task import KnowledgeTask
 from .two_hop import Fact, TwoHopTask, two_hop_task
+
+
+def copyable(task: TwoHopTask, subject: str) -> bool:
+    """Whether the composition of ``subject`` in ``task`` answers with an entity of its
+    question or of its first hop: its object is the subject (o = s) or the bridge (o = m)."""
+    o = task.dictionary[subject]
+    return o == subject or o == task.bridge(subject)
+
+
 # ---- datasets mixing single-hop and two-hop tasks ------------------------------------------
 @dataclass(frozen=True)
 class HeldOutComposition:
@@ -43,10 +52,16 @@ class MixedKnowledgeDataset(KnowledgeDataset):
     Everything but the split is :class:`KnowledgeDataset`'s (sentences, tokenizer, trie, V(w)
     over all sentences).  The split, seeded by ``seed``:
 
-    1. each two-hop task holds out round(test_fraction · |Δ_k|) of its compositions, chosen by
-       a permutation: *every* template's sentence of a held-out (s, o) is a test sentence and
-       every sentence of the other compositions a training sentence (the unit is the
-       composition whatever ``split_unit`` says, so that the test asks for facts never stated);
+    1. each two-hop task holds out round(test_fraction · n) of its n *uncopyable*
+       compositions, chosen by a permutation: *every* template's sentence of a held-out (s, o)
+       is a test sentence and every sentence of the other compositions a training sentence
+       (the unit is the composition whatever ``split_unit`` says, so that the test asks for
+       facts never stated).  A composition is *copyable* (:meth:`copyable`) when its object
+       is its subject (o = s) or its bridge (o = m: an entity is its name, so the script
+       "Arabic" is the language "Arabic"); copying the question or the first hop -- a
+       training sentence -- answers it without composing, so it stays in training.
+       ``hold_out_copyable=True`` draws from every composition (the selection before the
+       leak was found: round(test_fraction · |Δ_k|) of them, the same permutation);
     2. the single-hop facts that support a held-out composition -- (s, m) of its first hop and
        (m, o) of its second -- are *pinned*: all their sentences are training sentences, so the
        model has seen both hops in every phrasing;
@@ -64,9 +79,10 @@ class MixedKnowledgeDataset(KnowledgeDataset):
 
     def __init__(self, tasks: Sequence[KnowledgeTask], *, seed: int = 0,
                  test_fraction: float = 0.2, split_unit: str = "sentence",
-                 skipped_entities: Sequence[str] = ()):
+                 skipped_entities: Sequence[str] = (), hold_out_copyable: bool = False):
         tasks = sequence_of("tasks", tasks, KnowledgeTask)
         split_arguments(seed, test_fraction, split_unit)
+        self.hold_out_copyable = flag("hold_out_copyable", hold_out_copyable)
         by_name = {t.name: t for t in tasks}
         for t in tasks:
             if not isinstance(t, TwoHopTask):
@@ -111,8 +127,10 @@ class MixedKnowledgeDataset(KnowledgeDataset):
             if not isinstance(t, TwoHopTask):
                 continue
             idx = np.nonzero(self.task == k)[0]
-            n_test = int(round(self.test_fraction * t.n_pairs))
-            out = rng.permutation(t.n_pairs)[:n_test]
+            free = np.array([p for p, s in enumerate(t.dictionary)
+                             if self.hold_out_copyable or not copyable(t, s)], dtype=np.int64)
+            n_test = int(round(self.test_fraction * len(free)))
+            out = free[rng.permutation(len(free))[:n_test]]
             is_test[idx[np.isin(self.pair[idx], out)]] = True
             subjects = list(t.dictionary)
             for p in sorted(int(i) for i in out):
@@ -139,6 +157,14 @@ class MixedKnowledgeDataset(KnowledgeDataset):
         self._held = held
 
     # ---- records ----------------------------------------------------------------------------
+    def copyable(self, task: str | int) -> list[str]:
+        """The subjects of the copyable compositions of a two-hop task (o = s or o = m, in
+        dictionary order): the answers that copying the subject or the first hop gives."""
+        k = self._k(task)
+        require(isinstance(self.tasks[k], TwoHopTask), "task", task,
+                "a two-hop task of the dataset: " + ", ".join(t.name for t in self.two_hop_tasks))
+        return [s for s in self.tasks[k].dictionary if copyable(self.tasks[k], s)]
+
     @property
     def two_hop_tasks(self) -> list[TwoHopTask]:
         return [t for t in self.tasks if isinstance(t, TwoHopTask)]
@@ -181,7 +207,10 @@ class MixedKnowledgeDataset(KnowledgeDataset):
     def split_stats(self) -> dict:
         """:meth:`KnowledgeDataset.split_stats` plus the held-out compositions and pins."""
         return dict(super().split_stats(), n_held_out_compositions=len(self._held),
-                    n_pinned_sentences=int(self.pinned.sum()))
+                    n_pinned_sentences=int(self.pinned.sum()),
+                    n_copyable_compositions=sum(len(self.copyable(t.name))
+                                                for t in self.two_hop_tasks),
+                    n_copyable_held_out=sum(copyable(self.tasks[k], s) for k, s in self._held))
 
     def subset(self, tasks) -> "MixedKnowledgeDataset":
         """A mixed dataset of some tasks (names or indices; a two-hop task needs its hops)."""
@@ -189,7 +218,8 @@ class MixedKnowledgeDataset(KnowledgeDataset):
         return MixedKnowledgeDataset([self.tasks[self._k(k)] for k in tasks], seed=self.seed,
                                      test_fraction=self.test_fraction,
                                      split_unit=self.split_unit,
-                                     skipped_entities=self.skipped_entities)
+                                     skipped_entities=self.skipped_entities,
+                                     hold_out_copyable=self.hold_out_copyable)
 
     def __repr__(self) -> str:
         return (f"MixedKnowledgeDataset({self.n_tasks} tasks ({len(self.two_hop_tasks)} two-hop), "
@@ -255,4 +285,5 @@ def build_mixed_dataset(two_hop: Mapping[tuple[str, str], Sequence[str]], *,
                                  split_unit=split_unit)
 
 
-__all__ = ["HeldOutComposition", "MixedKnowledgeDataset", "build_mixed_dataset"]
+__all__ = ["HeldOutComposition", "MixedKnowledgeDataset", "build_mixed_dataset",
+           "copyable"]

@@ -1,9 +1,14 @@
 """Rules of the two-hop chapter (ours, beyond paper A): composition in a two-layer MoE.
 
-Every claim here is the book's own ("our extension" when it holds).  The construction's checks
-are exhaustive -- every distinct prefix, every sentence -- so its rules compare exact counts and
-the proven bound, not estimates; the training rules compare accuracy intervals, and routing
-shares with what a router blind to the hop reaches (:func:`hop_blind_reuse`).
+Every claim here is the book's own: "our extension" when it holds, "not supported" when the
+evidence says it does not, "inconclusive" when the evidence cannot decide (nothing to test,
+an interval that straddles the threshold), and "holds by definition" for the one statement
+that the implementation makes true by construction (:func:`additive_sizes`).  The
+construction's checks are exhaustive -- every distinct prefix, every sentence -- so its rules
+compare exact counts and the proven bound, not estimates; the training rules compare paired
+differences (:func:`moe_routing.experiments.two_hop.held_out_differences`: clustered by
+composition, paired by seed), and routing shares, with their intervals, with what a router
+blind to the hop reaches (:func:`hop_blind_reuse`).
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..validation import integer, require
+from ..validation import integer, number, require
 from . import rule
 from .construction import check_eps, fmt_eps
+from .training import _difference, _dv
 
 OURS = "our extension"
 NOT = "not supported"       # a claim of the book that the evidence does not support
+UNDECIDED = "inconclusive"  # the evidence cannot decide, in either direction
 
 
 @rule
@@ -26,13 +33,16 @@ def two_layer_construction(max_invalid_by_eps: Mapping[float, float], n_prefixes
                            n_wrong_held_out: int, n_held_out: int):
     """X-two-hop-construction: the two-layer construction puts mass > 1 − ε on the valid next
     tokens at every prefix, routes every prefix as built in both layers, and answers every fact
-    -- the held-out compositions included, which no expert stores.
+    -- every composed fact, which no expert stores.  The build never reads the split, so the
+    held-out compositions are composed facts like any other: they are counted apart only to
+    show that no held-out sentence is an exception.
 
     * our extension — P(invalid) < ε at every prefix for every ε tested, no prefix misrouted,
       every fact and every held-out composition the argmax at its slot;
-    * partly — all of that, but the dataset holds no held-out composition (composition
-      untested), or the bound holds for some ε only;
-    * not reproduced — a prefix misrouted, a fact or a held-out composition wrong, or the bound
+    * partly — all of that, but the bound holds for some ε only;
+    * inconclusive — every check passed, but the dataset holds no held-out composition: no
+      composed fact was asked apart (composition untested);
+    * not supported — a prefix misrouted, a fact or a held-out composition wrong, or the bound
       fails for every ε.
     """
     n_prefixes = integer("n_prefixes", n_prefixes, low=1)
@@ -52,8 +62,8 @@ def two_layer_construction(max_invalid_by_eps: Mapping[float, float], n_prefixes
         return "partly", (f"every fact right, but P(invalid) < ε only for ε = {fmt_eps(held)}, "
                           f"not {fmt_eps(failed)}: {worst}")
     if n_held_out == 0:
-        return "partly", ("every prefix within ε and every fact right, but no composition is "
-                          "held out: composition untested")
+        return UNDECIDED, ("every prefix within ε and every fact right, but no composition is "
+                           "held out: composition untested")
     return OURS, (f"max over {n_prefixes} prefixes of P(invalid) < ε for all {len(held)} ε "
                   f"({worst}); all {n_facts} facts and all {n_held_out} held-out sentences "
                   "answered, no prefix misrouted")
@@ -65,13 +75,18 @@ def additive_sizes(sizes: Sequence[int], sizes_cut: Sequence[int], composed: int
     """X-two-hop-sizes: no expert of the two-layer construction depends on a composed
     dictionary -- its sizes are additive in the single-hop tasks.
 
+    This holds by definition: the build counts a layer-2 expert's neurons from the second hop's
+    dictionary and a layer-1 expert's from its task's dictionary and templates, and never reads
+    a composed dictionary.  What is checked is that the implementation does what it says.
+
     ``sizes``: every expert's neurons (both layers) for the dataset; ``sizes_cut``: the same for
     the dataset whose two-hop dictionaries are cut to a subset (same hops, same templates);
     ``composed`` / ``composed_cut``: the composed facts of each.  Exact counts:
 
-    * our extension — the composed facts differ and every expert has the same size;
-    * partly — nothing was cut (``composed_cut == composed``): independence untested;
-    * not reproduced — some expert changes size with the composed dictionaries.
+    * holds by definition — the composed facts differ and every expert has the same size;
+    * inconclusive — nothing was cut (``composed_cut == composed``): the check did not run;
+    * not supported — some expert changes size with the composed dictionaries (a bug: the
+      implementation reads what its definition says it does not).
     """
     sizes = [integer("sizes", s, low=0) for s in sizes]
     sizes_cut = [integer("sizes_cut", s, low=0) for s in sizes_cut]
@@ -86,60 +101,89 @@ def additive_sizes(sizes: Sequence[int], sizes_cut: Sequence[int], composed: int
                                   f"dictionaries ({composed} → {composed_cut} facts), e.g. "
                                   f"expert {i}: {sizes[i]} → {sizes_cut[i]} neurons")
     if composed_cut == composed:
-        return "partly", f"the composed dictionaries were not cut ({composed} facts): untested"
-    return OURS, (f"all {len(sizes)} experts keep their size ({sum(sizes)} neurons) when the "
-                  f"composed facts go from {composed} to {composed_cut}")
+        return UNDECIDED, (f"the composed dictionaries were not cut ({composed} facts): "
+                           "untested")
+    return "holds by definition", (
+        f"layer-2 neurons are counted from the second hops' dictionaries, so no expert can "
+        f"depend on a composed one; checked: all {len(sizes)} experts keep their size "
+        f"({sum(sizes)} neurons) when the composed facts go from {composed} to {composed_cut}")
 
 
 @rule
-def held_out_above_baseline(mean: float, low: float, baseline: float, n_held_out: int):
-    """X-two-hop-held-out: a trained MoE transformer answers held-out compositions -- both hops
-    seen, the composed fact never -- more often than the majority baseline (answering every
-    query of a two-hop task with its most frequent training answer).
+def held_out_composes(vs_control, vs_majority, vs_copy_bridge, n_compositions: int,
+                      hops_learned: float, *, min_learned: float = 0.5):
+    """X-two-hop-held-out: a two-layer MoE transformer trained with the task-router loss
+    answers held-out compositions more often than its one-layer control and than both
+    shortcuts a query allows -- the majority answer of its task and the first hop's object
+    (copy the bridge).
 
-    ``mean`` and ``low``: the held-out exact match over seeds and its interval's lower end
-    (:func:`moe_routing.experiments.accuracy_interval`); ``baseline``: the majority baseline.
+    Each of the first three arguments is a paired difference ``model − other`` of held-out
+    exact match (a :class:`~moe_routing.experiments.accuracy.PairedDifference` or
+    ``(mean, low, high)``, fractions; :func:`~moe_routing.experiments.two_hop.
+    held_out_differences`: clustered by composition, paired by seed); ``n_compositions``:
+    the held-out compositions per run; ``hops_learned``: the lower of the two cells' training
+    exact match on the single-hop sentences (the hops a composition needs).
 
-    * our extension — the whole interval lies above the baseline;
-    * partly — the mean is above the baseline but the interval reaches it;
-    * not reproduced — the mean is at or below the baseline.
+    * inconclusive — first, when ``hops_learned`` < ``min_learned`` (0.5): models that did not
+      learn the hops can neither show nor refute composing them;
+    * our extension — all three intervals lie above 0 (the model beats each, resolved);
+    * not supported — some interval lies at or below 0: the model is resolvably no better than
+      the control or a shortcut (an exact tie, with no spread, counts: it is no better);
+    * inconclusive — no interval at or below 0, but some straddles it (a difference the
+      queries and seeds cannot resolve).
     """
-    n_held_out = integer("n_held_out", n_held_out, low=1)
-    for name, v in (("mean", mean), ("low", low), ("baseline", baseline)):
-        require(0.0 <= float(v) <= 1.0, name, v, "an accuracy in [0, 1]")
-    require(low <= mean, "low", low, f"at most the mean ({mean:.3f})")
-    txt = (f"held-out exact match {100 * mean:.1f} % (interval from {100 * low:.1f} %) vs "
-           f"majority baseline {100 * baseline:.1f} %, {n_held_out} held-out queries per run")
-    if low > baseline:
-        return OURS, txt + ": the interval lies above the baseline"
-    if mean > baseline:
-        return "partly", txt + ": above the baseline, not resolved"
-    return NOT, txt + ": not above the baseline"
+    n_compositions = integer("n_compositions", n_compositions, low=1)
+    hops_learned = number("hops_learned", hops_learned, low=0.0, high=1.0)
+    min_learned = number("min_learned", min_learned, low=0.0, high=1.0)
+    d = {name: _difference(name, v) for name, v in (
+        ("vs_control", vs_control), ("vs_majority", vs_majority),
+        ("vs_copy_bridge", vs_copy_bridge))}
+    label = {"vs_control": "the one-layer control", "vs_majority": "the majority answer",
+             "vs_copy_bridge": "copying the bridge"}
+    short = {"vs_control": "control", "vs_majority": "majority", "vs_copy_bridge": "bridge"}
+    txt = ("held-out exact match, model − " + ", − ".join(f"{short[k]} {_dv(v)}"
+                                                         for k, v in d.items())
+           + f" ({n_compositions} held-out compositions)")
+    if hops_learned < min_learned:
+        return UNDECIDED, txt + (f": the models learned too little (single-hop training exact "
+                                 f"match {100 * hops_learned:.0f} % < "
+                                 f"{100 * min_learned:.0f} %)")
+    worse = [k for k, v in d.items() if v[2] <= 0]
+    if worse:
+        return NOT, txt + ": resolvably no better than " + " and ".join(label[k] for k in worse)
+    if all(v[1] > 0 for v in d.values()):
+        return OURS, txt + ": above the control and both shortcuts, resolved"
+    open_ = [k for k, v in d.items() if v[1] <= 0]
+    return UNDECIDED, txt + ": not resolved against " + " and ".join(label[k] for k in open_)
 
 
 @rule
-def depth_composes(two_mean: float, two_half: float, one_mean: float, one_half: float):
+def depth_composes(two_minus_one, hops_learned: float, *, min_learned: float = 0.5):
     """X-two-hop-generalise: with one layer per hop, a two-layer model answers held-out
     compositions better than a one-layer model trained with the same objective.
 
-    Means over seeds with their half-widths (the larger of the seed spread and the binomial
-    error, :func:`moe_routing.experiments.accuracy_interval`):
+    ``two_minus_one``: the paired difference (2 layers − 1 layer) of held-out exact match
+    (a PairedDifference or ``(mean, low, high)``, clustered by composition, paired by seed);
+    ``hops_learned`` as in :func:`held_out_composes`.
 
-    * our extension — the two-layer interval lies entirely above the one-layer interval;
-    * partly — the two-layer mean is higher but the intervals overlap (not resolved);
-    * not reproduced — the two-layer mean is not higher.
+    * inconclusive — first, when ``hops_learned`` < ``min_learned`` (0.5);
+    * our extension — the interval lies above 0;
+    * not supported — it lies at or below 0 (two layers resolvably no better);
+    * inconclusive — it straddles 0.
     """
-    for name, v in (("two_mean", two_mean), ("one_mean", one_mean)):
-        require(0.0 <= float(v) <= 1.0, name, v, "an accuracy in [0, 1]")
-    for name, v in (("two_half", two_half), ("one_half", one_half)):
-        require(0.0 <= float(v) <= 1.0, name, v, "a half-width in [0, 1]")
-    txt = (f"held-out exact match, 2 layers {100 * two_mean:.1f} ± {100 * two_half:.1f} % vs "
-           f"1 layer {100 * one_mean:.1f} ± {100 * one_half:.1f} %")
-    if two_mean - two_half > one_mean + one_half:
-        return OURS, txt + ": resolved"
-    if two_mean > one_mean:
-        return "partly", txt + ": higher, but the intervals overlap"
-    return NOT, txt + ": two layers are not better"
+    d = _difference("two_minus_one", two_minus_one)
+    hops_learned = number("hops_learned", hops_learned, low=0.0, high=1.0)
+    min_learned = number("min_learned", min_learned, low=0.0, high=1.0)
+    txt = f"held-out exact match, 2 layers − 1 layer {_dv(d)}"
+    if hops_learned < min_learned:
+        return UNDECIDED, txt + (f": the models learned too little (single-hop training exact "
+                                 f"match {100 * hops_learned:.0f} % < "
+                                 f"{100 * min_learned:.0f} %)")
+    if d[1] > 0:
+        return OURS, txt + ": resolved above 0"
+    if d[2] <= 0:
+        return NOT, txt + ": two layers are resolvably no better"
+    return UNDECIDED, txt + ": the interval straddles 0"
 
 
 def hop_blind_reuse(counts, dominant) -> float:
@@ -169,36 +213,72 @@ def hop_blind_reuse(counts, dominant) -> float:
 
 @rule
 def hop_by_hop(l1_reuse: float, l2_reuse: float, n_experts: int, l1_blind: float,
-               l2_blind: float, strong: float = 0.9, margin: float = 0.1):
+               l2_blind: float, l1_half: float, l2_half: float, hops_learned: float,
+               strong: float = 0.9, margin: float = 0.1, min_learned: float = 0.5):
     """X-two-hop-routing: a two-layer model trained *without* router supervision routes hop by
     hop -- layer 1 sends a two-hop query to the expert its first hop's single-hop queries use,
     layer 2 to the expert of its second hop's.
 
     ``l1_reuse`` / ``l2_reuse``: those shares (mean over seeds) at the object-predicting
-    position; ``l1_blind`` / ``l2_blind``: what a router blind to the hop reaches at each layer
-    (:func:`hop_blind_reuse`, mean over seeds).  A layer's level of no evidence is the larger
-    of that and 1/``n_experts``: reuse is high for a router that sends everything to one
-    expert, hop or no hop, so chance alone would credit collapse with routing by hop.
+    position, ``l1_half`` / ``l2_half`` the half-widths of their intervals (seeds and
+    compositions, :func:`~moe_routing.experiments.two_hop.two_hop_cells`); ``l1_blind`` /
+    ``l2_blind``: what a router blind to the hop reaches at each layer
+    (:func:`hop_blind_reuse`, mean over seeds, taken as known).  A layer's level of no evidence
+    is the larger of that and 1/``n_experts``: reuse is high for a router that sends
+    everything to one expert, hop or no hop.  A layer is *above* when its whole interval lies
+    more than ``margin`` (0.1) above its level, *within* when its whole interval lies no more
+    than ``margin`` above it, and *undecidable* when its level leaves no room (level + margin
+    ≥ 1: a hop-blind router already reaches it) or its interval straddles level + margin.
 
-    * our extension — both shares ≥ ``strong`` (0.9) and each at least ``margin`` (0.1)
-      above its layer's level;
-    * partly — both more than ``margin`` above their levels, not both ≥ ``strong``;
-    * not reproduced — a layer within ``margin`` of its level (hop-blind routing explains it).
+    * inconclusive — first, when ``hops_learned`` (the model's training exact match on the
+      single-hop sentences) < ``min_learned`` (0.5): the routing of a model that has not
+      learned the hops says nothing about how it would route them;
+    * our extension — both layers above, both shares ≥ ``strong`` (0.9);
+    * partly — both above, not both ≥ ``strong``;
+    * not supported — a layer within (hop-blind routing explains it);
+    * inconclusive — otherwise.
+
+    What no share can tell: routing by the hop's *task* from routing by a word the hop's
+    templates and the two-hop templates share (the reuse counts where a query goes, not why).
     """
     n_experts = integer("n_experts", n_experts, low=2)
     for name, v in (("l1_reuse", l1_reuse), ("l2_reuse", l2_reuse), ("l1_blind", l1_blind),
-                    ("l2_blind", l2_blind), ("strong", strong), ("margin", margin)):
-        require(0.0 <= float(v) <= 1.0, name, v, "a share in [0, 1]")
+                    ("l2_blind", l2_blind), ("l1_half", l1_half), ("l2_half", l2_half),
+                    ("strong", strong), ("margin", margin), ("hops_learned", hops_learned),
+                    ("min_learned", min_learned)):
+        number(name, v, low=0.0, high=1.0)
     chance = 1.0 / n_experts
+    reuse, half = (float(l1_reuse), float(l2_reuse)), (float(l1_half), float(l2_half))
     level = (max(chance, float(l1_blind)), max(chance, float(l2_blind)))
-    txt = (f"reuse of the hop's expert: layer 1 {100 * l1_reuse:.0f} % (hop-blind "
-           f"{100 * l1_blind:.0f} %), layer 2 {100 * l2_reuse:.0f} % (hop-blind "
-           f"{100 * l2_blind:.0f} %); chance {100 * chance:.0f} %")
-    above = [r - lv > margin for r, lv in zip((l1_reuse, l2_reuse), level)]
-    if all(above) and l1_reuse >= strong and l2_reuse >= strong:
-        return OURS, txt + f": both ≥ {100 * strong:.0f} % and above hop-blind routing"
-    if all(above):
+    txt = (f"reuse of the hop's expert: layer 1 {100 * l1_reuse:.0f} ± {100 * l1_half:.0f} % "
+           f"(hop-blind {100 * l1_blind:.0f} %), layer 2 {100 * l2_reuse:.0f} ± "
+           f"{100 * l2_half:.0f} % (hop-blind {100 * l2_blind:.0f} %); chance "
+           f"{100 * chance:.0f} %")
+    if hops_learned < min_learned:
+        return UNDECIDED, txt + (f": the model learned too little (single-hop training exact "
+                                 f"match {100 * hops_learned:.0f} % < "
+                                 f"{100 * min_learned:.0f} %)")
+    state = []
+    for r, h, lv in zip(reuse, half, level):
+        if lv + margin >= 1:
+            state.append("no room")
+        elif r - h - lv > margin:
+            state.append("above")
+        elif r + h - lv <= margin:
+            state.append("within")
+        else:
+            state.append("straddles")
+    if "within" in state:
+        which = " and ".join(f"layer {i + 1}" for i, x in enumerate(state) if x == "within")
+        return NOT, (txt + f": {which} within {100 * margin:.0f} points of what a router "
+                           "blind to the hop reaches")
+    if state == ["above", "above"]:
+        if min(reuse) >= strong:
+            return OURS, txt + f": both ≥ {100 * strong:.0f} % and above hop-blind routing"
         return "partly", txt + ": above hop-blind routing, not hop by hop throughout"
-    which = " and ".join(f"layer {i + 1}" for i, a in enumerate(above) if not a)
-    return NOT, (txt + f": {which} within {100 * margin:.0f} points of what a "
-                              "router blind to the hop reaches")
+    why = "; ".join(f"layer {i + 1}: " + ("a router blind to the hop leaves no room above it"
+                                         if x == "no room" else
+                                         f"the interval straddles hop-blind + "
+                                         f"{100 * margin:.0f} points")
+                    for i, x in enumerate(state) if x in ("no room", "straddles"))
+    return UNDECIDED, txt + ": " + why

@@ -242,6 +242,57 @@ def test_soft_vs_hard_measurements(run, soft):
     assert soft.ce_soft[0] == pytest.approx(soft.ce_hard, abs=1e-10)
     np.testing.assert_allclose(soft.gap, np.abs(soft.ce_soft - soft.ce_hard), atol=1e-12)
     assert soft.loss_range > 0 and soft.envelope > 0
+    # the mean of the pointwise absolute gaps is at least the absolute mean gap (the signed
+    # ones cancel between positions), and it is what the slope is fitted to
+    assert np.all(soft.abs_gap >= soft.gap - 1e-12)
+    assert np.all(soft.abs_gap_losses >= soft.gap_losses - 1e-12)
+    assert np.all(np.diff(soft.abs_gap_losses) >= 0)     # E|ℓτ − ℓ0| grows with τ here
+
+
+def test_abs_gap_of_the_mixture_of_losses_is_exact_far_below_rounding(run):
+    """Σ_{k≠k*} π_k (ℓ_k − ℓ_k*) has no (1 − ε)·ℓ − ℓ cancellation: at τ far below the
+    margins the gap is e^{−Δ/τ}-small but positive, not rounding (1e-16) or 0."""
+    _, _, _, model, ds = run
+    d = br.router_margins(model, ds, positions="object").margins
+    tau = float(np.quantile(d, 0.5)) / 200
+    sh = br.soft_vs_hard(model, ds, [tau, 2 * tau, 4 * tau])
+    assert np.all(sh.abs_gap_losses > 0) and sh.abs_gap_losses[0] < 1e-20
+
+
+def test_resolving_taus_read_the_margins_where_their_exponent_was_fitted(run, soft):
+    """The widths are the margins' quantiles, α the boundary mass's exponent there, τ = w/α;
+    on that grid the gap is positive at every τ and its slope is close to α."""
+    _, _, _, model, ds = run
+    om = br.router_margins(model, ds, positions="object")
+    levels = [0.1, 0.2, 0.3, 0.5]
+    g = br.resolving_taus(om, levels)
+    np.testing.assert_allclose(g.widths, np.quantile(om.margins, levels))
+    np.testing.assert_allclose(g.taus, g.widths / g.bm.alpha)
+    assert g.bm.fitted.all() and g.bm.C_m == br.margin_tail_constant(om.margins, g.bm.alpha)
+    sh = br.soft_vs_hard(model, ds, g.taus)
+    assert np.all(sh.abs_gap_losses > 0)
+    # an exact power law BM(w) = (w/w0)^α: the grid's α is its exponent
+    rng = np.random.default_rng(0)
+    exact = 3.0 * rng.random(20000) ** (1 / 2.5)              # BM(w) = (w/3)^2.5
+    e = br.resolving_taus(exact, [0.01, 0.02, 0.05, 0.1, 0.2])
+    assert e.bm.alpha == pytest.approx(2.5, abs=0.15)
+    with pytest.raises(ValueError, match="levels"):
+        br.resolving_taus(om, [0.2, 0.1, 0.3])
+    with pytest.raises(ValueError, match="ties or margins of 0"):
+        br.resolving_taus(np.r_[np.zeros(50), np.ones(50)], [0.1, 0.2, 0.3])
+
+
+def test_power_law_check_tells_one_law_from_two_populations():
+    rng = np.random.default_rng(1)
+    w = np.geomspace(1e-2, 1.0, 16)                              # counts ≥ 20
+    one = rng.random(20000) ** (1 / 1.5)                         # BM(w) = w^1.5 on [0, 1]
+    assert br.power_law_check(br.boundary_mass_of_router(one, w)).power_law
+    # 2 % of positions with margins spread over [0, 0.03], the rest at 2 and above: BM
+    # rises, plateaus at 0.02, then jumps -- no single exponent describes it
+    two = np.concatenate([0.03 * rng.random(400), 2 + rng.random(19600)])
+    wide = np.geomspace(1e-3, 2.5, 20)
+    chk = br.power_law_check(br.boundary_mass_of_router(two, wide, fit_max_mass=1.0))
+    assert not chk.power_law and chk.alpha_low > chk.alpha_high
 
 
 # ----------------------------------------------------------------------------- bound
@@ -253,7 +304,7 @@ def test_bound_holds_for_the_measured_positions(soft):
         C_m = br.margin_tail_constant(soft.margins, alpha)
         losses = br.bound_check(soft, alpha, C_m, dict(n_experts=soft.n_experts,
                                                        loss_range=soft.loss_range))
-        np.testing.assert_array_equal(losses.gap, soft.gap_losses)
+        np.testing.assert_array_equal(losses.gap, soft.abs_gap_losses)
         assert losses.below and np.all(losses.ratio <= 1)
         pred = br.bound_check(soft, alpha, C_m, dict(n_experts=soft.n_experts,
                                                      M=soft.envelope))

@@ -7,6 +7,8 @@ import torch
 from moe_routing.experiments import router_temperature as rt
 from moe_routing.verdicts import bridge as rules
 
+pytestmark = pytest.mark.kernels
+
 SMALL = rt.TemperatureSetup(n_sentences=32, steps=50)
 
 
@@ -55,8 +57,8 @@ def test_adamw_removes_the_temperature_factor_and_the_rule_says_so():
     runs = rt.temperature_sweep(setup, [0.05, 0.2], [0])
     st = rt.step_scaling(runs, 8, "contrast")
     assert abs(st.slope) < 0.2                       # the same pace at every τ
-    # a slope near 0 over a 4x range of τ: no amplification
-    v = rules.temperature_amplifies(st.slope, st.slope - 0.05, st.slope + 0.05, 2, 2)
+    # a slope near 0 over a 4x range of τ (read as if fitted on 4 runs): no amplification
+    v = rules.temperature_amplifies(st.slope, st.slope - 0.05, st.slope + 0.05, 4, 4)
     assert v.verdict == "not supported"
 
 
@@ -77,6 +79,38 @@ def test_task_aligned_component_reads_the_between_task_spread():
     assert rt.task_aligned(same, det, task) == pytest.approx(0.0)
     split = torch.tensor([[[1.0, -1.0]], [[1.0, -1.0]], [[-1.0, 1.0]], [[-1.0, 1.0]]])
     assert rt.task_aligned(split, det, task) == pytest.approx(np.sqrt(2.0))
+
+
+def test_task_fraction_is_a_fraction_of_variance():
+    """A / max|a − ā| was no share (√2 for purely task-determined logits); the between-task
+    fraction of the variance is: 1 for purely task-determined logits, ≈ 0 for logits that
+    ignore the task, in [0, 1] always."""
+    g = torch.Generator().manual_seed(0)
+    n, e = 400, 3
+    task = torch.arange(n) % 4
+    det = torch.ones(n, 1, dtype=torch.bool)
+    means = torch.randn(4, e, generator=g)
+    pure = means[task][:, None, :]                                   # (n, 1, e)
+    assert rt.task_fraction(pure, det, task) == pytest.approx(1.0)
+    assert rt.task_fraction(pure * 37.0 + 5.0, det, task) == pytest.approx(1.0)   # scale-free
+    noise = torch.randn(n, 1, e, generator=g)
+    assert rt.task_fraction(noise, det, task) < 0.03
+    mixed = rt.task_fraction(pure + noise, det, task)
+    assert 0.1 < mixed < 0.9
+    # a shift common to every expert is not a contrast: it is centred away
+    assert np.isnan(rt.task_fraction(torch.ones(n, 1, e), det, task))
+    # the sentences' other positions do not enter
+    two = torch.cat([pure, noise], 1)
+    det2 = torch.tensor([[True, False]]).expand(n, 2)
+    assert rt.task_fraction(two, det2, task) == pytest.approx(1.0)
+
+
+def test_a_run_reports_its_task_fraction_at_the_end_of_its_window():
+    (run,) = rt.temperature_sweep(SMALL.replace(steps=30), [0.05, 0.1], [0])[:1]
+    assert run.spread is not None and run.spread.shape == run.aligned.shape
+    assert np.all(run.aligned <= run.spread * (1 + 1e-9))
+    f = run.task_fraction()
+    assert 0.0 <= f <= 1.0
 
 
 def test_bad_input_is_refused_with_the_value_and_what_is_accepted():

@@ -7,7 +7,16 @@ rule reads what the experiment returns.
 
 import pytest
 
-from moe_routing.verdicts.hf_routing import hf_same_contrast
+from moe_routing.verdicts import hf_routing as rules
+from moe_routing.verdicts.hf_routing import ACCURACY_FLOOR
+
+LEARNED = {o: 0.9 for o in ("ce", "ce+lb", "ce+router")}      # every model learned the facts
+
+
+def hf_same_contrast(library, mixtral, lib_acc=LEARNED, mix_acc=LEARNED, **kw):
+    """The rule on models that learned the facts unless told otherwise."""
+    return rules.hf_same_contrast(library, mixtral, lib_acc, mix_acc, **kw)
+
 
 LIB = {"ce": [(0.20, 0.15, 0.25)], "ce+lb": [(0.25, 0.20, 0.30)],
        "ce+router": [(0.80, 0.70, 0.90)]}
@@ -52,6 +61,33 @@ def test_the_direction_is_the_librarys():
     assert hf_same_contrast(rev, mix((0.2, 0.3, 0.9), (0.1, 0.2, 0.7))).verdict == "not supported"
 
 
+def test_models_below_the_accuracy_floor_are_inconclusive_by_the_rule():
+    """Mixtral-style models at 5 % exact match with the task router's NMI at 0.77: that loss
+    optimises the NMI directly, on a model that learned nothing too -- not read."""
+    sound = mix((0.05, 0.08, 0.77), (0.07, 0.06, 0.77))
+    low = {"ce": 0.049, "ce+lb": 0.052, "ce+router": 0.06}
+    v = hf_same_contrast(LIB, sound, mix_acc=low)
+    assert v.verdict == "inconclusive" and "below the 50 % floor" in v.reason
+    assert "Mixtral ce 4.9 %" in v.reason and "not read" in v.reason
+    # a library model below the floor has no contrast to stand for either
+    v = hf_same_contrast(LIB, sound, lib_acc={**LEARNED, "ce": 0.3})
+    assert v.verdict == "inconclusive" and "library ce 30.0 %" in v.reason
+    # the same NMIs on models above the floor are read; the floor is stated and adjustable
+    assert ACCURACY_FLOOR == 0.5
+    assert hf_same_contrast(LIB, sound).verdict == "our extension"
+    assert hf_same_contrast(LIB, sound, mix_acc=low, floor=0.04).verdict == "our extension"
+
+
+def test_the_accuracy_input_is_checked_by_name():
+    with pytest.raises(ValueError, match="mixtral_accuracy objectives"):
+        hf_same_contrast(LIB, mix((0.2, 0.3, 0.9), (0.1, 0.2, 0.7)), mix_acc={"ce": 0.9})
+    with pytest.raises(ValueError, match=r"library_accuracy\['ce'\]"):
+        hf_same_contrast(LIB, mix((0.2, 0.3, 0.9), (0.1, 0.2, 0.7)),
+                         lib_acc={**LEARNED, "ce": 96.0})
+    with pytest.raises(ValueError, match="floor"):
+        hf_same_contrast(LIB, mix((0.2, 0.3, 0.9), (0.1, 0.2, 0.7)), floor=1.5)
+
+
 @pytest.mark.parametrize("bad, match", [
     ({"ce": [(0.2, 0.1, 0.3)]}, "objectives"),
     ({**LIB, "ce": [(0.2, 0.3, 0.4)]}, "low ≤ mean ≤ high"),
@@ -75,8 +111,15 @@ def test_layers_must_agree_across_objectives():
 @pytest.mark.training
 def test_the_rule_reads_real_measurements(real_comparisons):
     lib, mixtral = real_comparisons
-    v = hf_same_contrast(lib.nmi_by_layer(), mixtral.nmi_by_layer())
-    # on this easy dataset both models separate the objectives at every layer
+    acc = {m.model: {o: m.accuracy(o) for o in m.objectives} for m in (lib, mixtral)}
+    real = hf_same_contrast(lib.nmi_by_layer(), mixtral.nmi_by_layer(), acc[lib.model],
+                            acc[mixtral.model])
+    # toy models of 40 steps: whether they pass the floor decides whether NMI is read
+    learned = min(a.mean for per in acc.values() for a in per.values()) >= ACCURACY_FLOOR
+    assert (real.verdict == "inconclusive") == (not learned), real.reason
+    # on this easy dataset both models separate the objectives at every layer (read with
+    # the floor at 0: the ordering itself)
+    v = hf_same_contrast(lib.nmi_by_layer(), mixtral.nmi_by_layer(), floor=0.0)
     assert v.verdict == "our extension", v.reason
     assert f"{lib.cell('ce+router', 1).nmi.mean:.2f}" in v.reason
     # and the rule fails on the same real measurements with Mixtral's labels swapped

@@ -214,3 +214,71 @@ def margin_tail_constant(margins, alpha: float) -> float:
         return np.searchsorted(srt, x, side="right") / srt.size
 
     return float(tail_constant(ecdf, alpha, w_grid=np.unique(srt)))
+
+
+# ----------------------------------------------------------------------------- τ on the margins
+@dataclass(frozen=True)
+class TauGrid:
+    """Temperatures on the scale of a router's margins (:func:`resolving_taus`).
+
+    ``levels`` the quantile levels, ``widths`` (m,) the margins' quantiles there (the widths
+    whose boundary mass is read, BM(widths) ≈ levels), ``bm`` the :class:`RouterBoundaryMass`
+    on those widths (its α, ``alpha_ci`` the local exponent there, its C_m the supremum over
+    every width), ``taus`` = widths / α (m,)."""
+
+    levels: np.ndarray
+    widths: np.ndarray
+    bm: RouterBoundaryMass
+    taus: np.ndarray
+
+
+def resolving_taus(margins, levels, n_boot: int = 400, rng=0) -> TauGrid:
+    """A τ grid that reads the boundary mass at the ``levels`` quantiles of ``margins``.
+
+    E|ℓ_τ − ℓ_0| ≈ R·E[e^{−Δ/τ}] = R ∫ e^{−w/τ} dBM(w) weighs the widths w by e^{−w/τ}; for
+    BM(w) = C w^α the weight w^{α−1} e^{−w/τ} peaks at w ≈ ατ (a Gamma(α, τ) law), so the gap at
+    τ reads the boundary mass at widths ≈ ατ.  The widths are the margins' quantiles at
+    ``levels`` (distinct, positive), α the exponent of BM fitted there, and τ = w/α: on this
+    grid the rate τ^α is tested where it was measured.  A fixed grid (τ ≤ 0.2 against margins
+    of ≈ 9) reads e^{−9/0.2} ≈ 1e-20 of the gap: 0 in float64 at most τ, and no rate.
+    """
+    d = margins.margins if isinstance(margins, RouterMargins) else margins
+    d = check.finite_array("margins", d, ndim=1, low=0)
+    lv = check.finite_array("levels", levels, ndim=1, low=0, low_open=True)
+    check.require(lv.size >= 3 and bool(np.all(np.diff(lv) > 0)) and lv[-1] <= 1, "levels",
+                  levels,
+                  "≥ 3 increasing quantile levels in (0, 1]")
+    w = np.quantile(d, lv)
+    check.require(bool(np.all(w > 0)) and bool(np.all(np.diff(w) > 0)), "levels", levels,
+                  f"levels whose margin quantiles are distinct and positive (they are "
+                  f"{np.round(w, 6).tolist()}: ties or margins of 0 there)")
+    bm = boundary_mass_of_router(d, w, fit_max_mass=1.0, n_boot=n_boot, rng=rng)
+    return TauGrid(levels=lv, widths=w, bm=bm, taus=w / bm.alpha)
+
+
+@dataclass(frozen=True)
+class PowerLawCheck:
+    """Is BM(w) one power law over the fitted widths?  ``alpha_low`` / ``alpha_high`` (with
+    ``*_ci``) fitted on the lower and upper halves of them; ``power_law``: the two intervals
+    overlap (a plateau followed by a jump -- two populations of margins -- gives two apart)."""
+
+    alpha_low: float
+    alpha_low_ci: tuple[float, float]
+    alpha_high: float
+    alpha_high_ci: tuple[float, float]
+    power_law: bool
+
+
+def power_law_check(bm: RouterBoundaryMass, n_boot: int = 400, rng=0) -> PowerLawCheck:
+    """Fit the exponent separately on the lower and upper halves of ``bm``'s fitted widths
+    (each half ≥ 2 distinct widths: ≥ 4 fitted widths, ValueError otherwise)."""
+    check.instance("bm", bm, RouterBoundaryMass, "a RouterBoundaryMass")
+    idx = np.nonzero(bm.fitted)[0]
+    check.require(idx.size >= 4, "bm.fitted", int(idx.size), "≥ 4 fitted widths (2 per half)")
+    half = idx.size // 2
+    fits = [bootstrap_bm_fit(bm.widths[i], bm.counts[i], bm.n, n_boot=n_boot, rng=rng,
+                             confidence=bm.confidence) for i in (idx[:half + 1], idx[half:])]
+    (lo, hi) = fits
+    apart = lo.slope_ci[1] < hi.slope_ci[0] or hi.slope_ci[1] < lo.slope_ci[0]
+    return PowerLawCheck(lo.slope, tuple(lo.slope_ci), hi.slope, tuple(hi.slope_ci),
+                         not apart)

@@ -58,10 +58,13 @@ class SoftHard:
     """Soft mixture against hard routing at the object position of every ``split`` sentence.
 
     Per τ (arrays (T,)): ``ce_soft`` L_τ, ``em_soft`` exact match, ``gap`` |L_τ − L_0|;
-    ``ce_losses`` the mixture of losses E[Σ_k π_{k,τ} ℓ_k] and ``gap_losses`` its |· − L_0|.
+    ``ce_losses`` the mixture of losses E[Σ_k π_{k,τ} ℓ_k] and ``gap_losses`` its |· − L_0|;
+    ``abs_gap`` = E|ℓ_τ − ℓ_0| and ``abs_gap_losses`` the same for the mixture of losses (the
+    mean of the pointwise absolute gaps: the signed ones cancel between positions, so the
+    difference of means is not monotone in τ and fits no rate; the bound bounds these).
     ``ce_hard`` L_0 and ``em_hard`` (unit-gate top-1), ``ce_switch``, ``em_switch`` (the
-    trained model as it is).  ``slope``, ``slope_ci``: log–log fit of ``gap`` against τ over
-    the τ with a positive gap (NaN when fewer than 3).  ``margins``: Δ at the same positions
+    trained model as it is).  ``slope``, ``slope_ci``: log–log fit of ``abs_gap_losses``
+    against τ over the τ where it is positive (NaN when fewer than 3).  ``margins``: Δ at the same positions
     (their boundary mass is the one the bound of these gaps needs).  Constants for
     :func:`bound_check`: ``loss_range`` = max over positions of max_k ℓ_k − min_k ℓ_k (the
     mixture of losses' pointwise gap is ≤ (1 − π_{k*,τ})·loss_range); ``envelope`` = max over
@@ -76,6 +79,8 @@ class SoftHard:
     gap: np.ndarray
     ce_losses: np.ndarray
     gap_losses: np.ndarray
+    abs_gap: np.ndarray
+    abs_gap_losses: np.ndarray
     ce_hard: float
     em_hard: float
     ce_switch: float
@@ -126,17 +131,23 @@ def soft_vs_hard(model, dataset, taus, split: str = "test") -> SoftHard:
     l_loss = (pi * lk).sum(-1)                                                # (T, n)
     gap = (lt - l0).mean(1).abs().numpy()        # pointwise differences, then the mean
     gap_l = (l_loss - l0).mean(1).abs().numpy()
+    # ℓ_τ − ℓ_0 of the mixture of losses as Σ_{k≠k*} π_k (ℓ_k − ℓ_k*): no cancellation of
+    # (1 − ε)·ℓ_k* against ℓ_0, so a gap of 1e-200 is that gap, not rounding
+    diff = lk - lk.gather(-1, a.argmax(-1, keepdim=True))                     # (n, K)
+    abs_gap_l = (pi * diff).sum(-1).abs().mean(1).numpy()
+    abs_gap = (lt - l0).abs().mean(1).numpy()
     off = 1 - pi.max(-1).values                                               # 1 − π_{k*,τ}
     # where 1 − π_{k*,τ} is below 1e-9 the two losses agree to rounding, and their difference
     # over it would measure the rounding, not the loss: those (position, τ) are left out
     ratio = torch.where(off > 1e-9, (lt - l0).abs() / off.clamp_min(1e-9),
                         torch.zeros_like(off))
     em = lambda z: (z.argmax(-1) == target).double().mean(-1)               # noqa: E731
-    slope, slope_ci = _loglog_slope(t, gap)
+    slope, slope_ci = _loglog_slope(t, abs_gap_l)
     srt = a.sort(-1).values
     return SoftHard(
         taus=t, ce_soft=lt.mean(1).numpy(), em_soft=em(out["soft"]).numpy(), gap=gap,
-        ce_losses=l_loss.mean(1).numpy(), gap_losses=gap_l, ce_hard=float(l0.mean()),
+        ce_losses=l_loss.mean(1).numpy(), gap_losses=gap_l, abs_gap=abs_gap,
+        abs_gap_losses=abs_gap_l, ce_hard=float(l0.mean()),
         em_hard=float(em(out["hard"])), ce_switch=float(ce(out["switch"]).mean()),
         em_switch=float(em(out["switch"])), slope=slope, slope_ci=slope_ci,
         margins=(srt[:, -1] - srt[:, -2]).numpy(), n_experts=int(a.shape[1]),
@@ -214,7 +225,7 @@ def bound_check(gap, alpha: float, C_m: float, constants: dict, taus=None) -> Bo
     if isinstance(gap, SoftHard):
         check.require(taus is None, "taus", taus, "None when gap is a SoftHard (its taus)")
         t = gap.taus
-        g = gap.gap_losses if form == ("loss_range",) else gap.gap
+        g = gap.abs_gap_losses if form == ("loss_range",) else gap.abs_gap
     else:
         t = check.temperatures("taus", taus)
         g = np.abs(check.finite_array("gap", gap, shape=t.shape))

@@ -32,7 +32,8 @@ Two measures of the router, recorded before every step:
   model's logits times τ: B's state is w, not w/τ) centred over the experts, and their
   between-task spread ``A = sqrt(Σ_k f_k |μ_k − μ|²)`` (μ_k the mean centred logit vector of
   task k's positions, f_k their share, μ the overall mean): the projection of the logits on
-  the task-indicator directions.
+  the task-indicator directions; with their whole spread ``S = sqrt(mean |c − μ|²)`` beside
+  it, A²/S² is the between-task fraction of their variance (:func:`task_fraction`).
 
 The **growth rate** is the least-squares slope of log |w| (or log A) against the step over the
 window where the softmax's argument (the largest |centred logit|/τ) first lies in ``band`` =
@@ -201,18 +202,34 @@ def symmetric_model(setup: TemperatureSetup, tau: float, seed: int, vocab_size: 
     return model
 
 
-def task_aligned(raw_logits, determined, task) -> float:
-    """A: the between-task spread of the centred raw router logits at the determined
-    positions.  ``raw_logits`` (n, t, e), ``determined`` (n, t) bool, ``task`` (n,)."""
+def _between_within(raw_logits, determined, task) -> tuple[float, float]:
+    """(Σ_k f_k |μ_k − μ|², mean |c − μ|²) of the centred raw logits c at the determined
+    positions: the between-task part of their spread and their whole spread."""
     z = raw_logits - raw_logits.mean(-1, keepdim=True)                     # (n, t, e)
     zd = z[determined].double()                                           # (m, e)
     tk = task[:, None].expand_as(determined)[determined]                  # (m,)
     mu = zd.mean(0)
-    total = 0.0
+    between = 0.0
     for k in tk.unique():
         sel = tk == k
-        total += float(sel.double().mean()) * float(((zd[sel].mean(0) - mu) ** 2).sum())
-    return math.sqrt(total)
+        between += float(sel.double().mean()) * float(((zd[sel].mean(0) - mu) ** 2).sum())
+    return between, float(((zd - mu) ** 2).sum(-1).mean())
+
+
+def task_aligned(raw_logits, determined, task) -> float:
+    """A: the between-task spread of the centred raw router logits at the determined
+    positions.  ``raw_logits`` (n, t, e), ``determined`` (n, t) bool, ``task`` (n,)."""
+    return math.sqrt(_between_within(raw_logits, determined, task)[0])
+
+
+def task_fraction(raw_logits, determined, task) -> float:
+    """The between-task fraction of the variance of the centred raw router logits c at the
+    determined positions, Σ_k f_k |μ_k − μ|² / mean |c − μ|² (f_k task k's share of the
+    positions, μ_k its mean, μ the overall mean): in [0, 1] (the law of total variance), 1
+    when the logits depend on the task only, ≈ 0 when they do not depend on it; NaN when
+    the logits do not vary at all.  Arguments as :func:`task_aligned`."""
+    between, total = _between_within(raw_logits, determined, task)
+    return min(between / total, 1.0) if total > 0 else math.nan
 
 
 def train_from_symmetry(setup: TemperatureSetup, tau: float, seed: int = 0) -> GrowthRun:
@@ -233,12 +250,14 @@ def train_from_symmetry(setup: TemperatureSetup, tau: float, seed: int = 0) -> G
     opt = (torch.optim.SGD(params, lr=setup.lr) if setup.optimizer == "sgd"
            else torch.optim.AdamW(params, lr=setup.lr, weight_decay=0.0))
     keep = targets != -100
-    aligned, contrast, scaled, losses = [], [], [], []
+    aligned, contrast, scaled, losses, spread = [], [], [], [], []
 
     def record(router_logits):
         with torch.no_grad():
             raw = router_logits * tau                                      # (n, t, e) = W x
-            aligned.append(task_aligned(raw, determined, task))
+            between, total = _between_within(raw, determined, task)
+            aligned.append(math.sqrt(between))
+            spread.append(math.sqrt(total))
             w = model.router.weight                                       # (e, d)
             contrast.append(float((w - w.mean(0, keepdim=True)).norm()))
             c = raw - raw.mean(-1, keepdim=True)
@@ -265,7 +284,7 @@ def train_from_symmetry(setup: TemperatureSetup, tau: float, seed: int = 0) -> G
                      router_contrast=contrast, max_scaled=scaled, loss=np.array(losses),
                      fit=fit_growth(aligned, scaled, setup.band),
                      fit_contrast=fit_growth(contrast, scaled, setup.band),
-                     wall_s=time.perf_counter() - t0)
+                     wall_s=time.perf_counter() - t0, spread=np.array(spread))
 
 
 def temperature_sweep(setup: TemperatureSetup, taus, seeds) -> tuple[GrowthRun, ...]:

@@ -106,6 +106,8 @@ class GrowthRun:
     (B's |w|); ``max_scaled`` (S + 1,): largest |centred logit|/τ (the softmax's argument);
     ``loss`` (S,): cross-entropy at each step.  ``fit`` / ``fit_contrast``: the
     :class:`GrowthFit` of A and of |w|; :meth:`rate` reads either when it is log-linear.
+    ``spread`` (S + 1,) or None: the whole spread S = sqrt(mean |c − μ|²) of the centred logits
+    at the same positions as A (:meth:`task_fraction`).
     """
 
     tau: float
@@ -118,6 +120,7 @@ class GrowthRun:
     fit: "GrowthFit"
     fit_contrast: "GrowthFit"
     wall_s: float
+    spread: np.ndarray | None = None
 
     def rate(self, measure: str = "aligned") -> float:
         """The fitted rate of A (``"aligned"``) or of |w| (``"contrast"``) when its growth is
@@ -126,13 +129,17 @@ class GrowthRun:
         f = self.fit if measure == "aligned" else self.fit_contrast
         return f.rate if f.log_linear() else math.nan
 
-    def alignment(self) -> float:
-        """A / (largest |centred logit|) at the end of the fitted window of |w|: the share of
-        the router's logit contrast that separates the tasks (1: only between tasks)."""
+    def task_fraction(self) -> float:
+        """A²/S² at the end of the fitted window of |w|: the between-task fraction of the
+        variance of the router's centred logits at the determined positions, in [0, 1] (1:
+        they separate the tasks only, ≈ 0: they ignore the task); NaN without a spread or
+        where the logits do not vary."""
+        check.require(self.spread is not None, "GrowthRun.spread", None,
+                      "the spread recorded by train_from_symmetry")
         b = self.fit_contrast.window[1]
         b = b if b >= 0 else self.aligned.size - 1
-        den = self.max_scaled[b] * self.tau
-        return float(self.aligned[b] / den) if den > 0 else math.nan
+        s2 = float(self.spread[b]) ** 2
+        return min(float(self.aligned[b]) ** 2 / s2, 1.0) if s2 > 0 else math.nan
 
 
 @dataclass(frozen=True)

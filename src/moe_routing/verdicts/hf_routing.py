@@ -8,6 +8,11 @@ balancing (:data:`moe_routing.experiments.hf_routing.CONTRAST_PAIRS`).  Each NMI
 interval ``(mean, low, high)`` over seeds
 (:class:`moe_routing.experiments.hf_routing.Interval`); a contrast is *shown* by a model (at one
 layer) when the two intervals are apart, in the direction of the reference model's means.
+
+Routing is read only on models that learned the facts: the task-router loss optimises the
+router's agreement with the task directly, so its NMI is high on any model, one that learned
+nothing included.  Below an accuracy floor (:data:`ACCURACY_FLOOR`, test exact match at the
+object) the comparison is *inconclusive*, whatever the NMIs say.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ OURS = "our extension"
 NOT = "not supported"       # a claim of the book that the evidence does not support
 #: the contrasts judged: (objective expected higher, objective expected lower)
 PAIRS = (("ce+router", "ce"), ("ce+router", "ce+lb"))
+#: the test exact match every compared model must reach for its routing to be read
+ACCURACY_FLOOR = 0.5
 
 
 def _triple(name: str, value) -> tuple[float, float, float]:
@@ -55,8 +62,20 @@ def _apart(hi_side, lo_side) -> bool:
     return hi_side[1] > lo_side[2]
 
 
+def _accuracies(name: str, value) -> dict[str, float]:
+    require(isinstance(value, Mapping), name, type(value).__name__,
+            "a mapping {objective: test exact match in [0, 1] (or an Interval)}")
+    objectives = sorted({o for p in PAIRS for o in p})
+    missing = sorted(set(objectives) - set(value))
+    require(not missing, f"{name} objectives", sorted(value), f"all of {objectives}")
+    return {o: number(f"{name}[{o!r}]", getattr(v, "mean", v), low=0.0, high=1.0)
+            for o, v in value.items()}
+
+
 @rule
-def hf_same_contrast(library: Mapping, mixtral: Mapping, metric: str = "NMI"):
+def hf_same_contrast(library: Mapping, mixtral: Mapping, library_accuracy: Mapping,
+                     mixtral_accuracy: Mapping, metric: str = "NMI", *,
+                     floor: float = ACCURACY_FLOOR):
     """X-hf-routing: the Mixtral-style model shows the same routing contrast between
     objectives as the library's model.
 
@@ -66,14 +85,28 @@ def hf_same_contrast(library: Mapping, mixtral: Mapping, metric: str = "NMI"):
     or several: each contrast's direction is that of the library's means at its *first*
     layer, the one paper A's model has), and a contrast counts as the library's only when its
     intervals are apart there.  For each such contrast and each Mixtral layer the contrast is
-    *shown* when Mixtral's intervals are apart in the same direction:
+    *shown* when Mixtral's intervals are apart in the same direction.  ``library_accuracy`` /
+    ``mixtral_accuracy``: ``{objective: test exact match}`` (a number in [0, 1] or an
+    Interval, its mean read); ``floor`` = 0.5 (:data:`ACCURACY_FLOOR`):
 
+    * inconclusive — a model of either family is below the floor: a model that did not learn
+      the facts says nothing about how training routes them (the task-router loss optimises
+      the NMI directly, on any model), so its NMIs are not read;
     * our extension — every library contrast shown at every Mixtral layer;
     * partly — shown at some layer(s) or for some contrast(s) only;
-    * not reproduced — shown nowhere, or the library's model itself separates no contrast
+    * not supported — shown nowhere, or the library's model itself separates no contrast
       (nothing to compare: the reason says so).
     """
     lib, mix = _layers("library", library), _layers("mixtral", mixtral)
+    acc = {"library": _accuracies("library_accuracy", library_accuracy),
+           "Mixtral": _accuracies("mixtral_accuracy", mixtral_accuracy)}
+    floor = number("floor", floor, low=0.0, high=1.0)
+    low = [f"{fam} {o} {100 * a:.1f} %" for fam, per in acc.items() for o, a in per.items()
+           if a < floor]
+    if low:
+        return "inconclusive", (f"test exact match below the {100 * floor:.0f} % floor: "
+                                + ", ".join(low) + f" (models that did not learn the facts; "
+                                f"{metric} not read)")
     ref = []
     for hi_o, lo_o in PAIRS:
         a, b = lib[hi_o][0], lib[lo_o][0]

@@ -1,10 +1,11 @@
 # The whole workflow. Every target works from a fresh clone: the environment is created from
-# the pinned versions in requirements.lock the first time it is needed.
+# the hashed lock files in requirements/ the first time it is needed.
 #
 #   make env [PYTHON=python3.12] [TORCH_INDEX=url]
-#                                  the environment in .venv from requirements.lock (Python >= 3.11);
-#                                  torch alone comes from TORCH_INDEX, by default PyTorch's CPU
-#                                  index (https://download.pytorch.org/whl/cpu); a CUDA build:
+#                                  the environment in .venv from the lock files requirements/*.txt
+#                                  (hash-checked; Python >= 3.11); torch alone comes from
+#                                  TORCH_INDEX, by default PyTorch's CPU index
+#                                  (https://download.pytorch.org/whl/cpu); a CUDA build:
 #                                  TORCH_INDEX=https://download.pytorch.org/whl/cu128; PyPI's own
 #                                  torch (CUDA on Linux, ~3 GB of NVIDIA wheels): TORCH_INDEX=
 #   make book                      execute all chapters (default profile) and build the HTML
@@ -33,7 +34,9 @@
 #                                  ledger.json, figures, MANIFEST -> dist/moe-routing-companion-VERSION/ + .tar.gz
 #   make publish REMOTE=<git url>  push the public copy of the built HTML (autograders left out,
 #                                  then checked for hidden tests and solutions) to gh-pages
-#   make lock                      (maintainers) rewrite requirements.lock from .venv
+#   make lock [UPGRADE=1]          (maintainers) recompile the lock files requirements/*.txt from
+#                                  their inputs requirements/*.in with pip-compile (pip-tools),
+#                                  keeping their versions (UPGRADE=1: the newest allowed)
 #   make clean                     remove build/, book/_build and dist/ (not the environment)
 
 SHELL       := /bin/bash
@@ -41,10 +44,16 @@ PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
+# The lock files, by purpose, in the order `make lock` compiles them (each at the versions of
+# those before it): the library's dependencies, the book (chapters, tooling, tests), the
+# cluster backends (Ray, submitit), the knowledge base's data sources. Their inputs: the
+# requirements/*.in files beside them (the pyproject.toml lists they repeat, tests check it).
+LOCKS       := $(addprefix requirements/,runtime.txt book.txt cluster.txt data.txt)
+# torch's release: pinned in requirements/runtime.in, installed by a step of its own (below)
+TORCH_VERSION := $(shell sed -n 's/^torch==\([^+ ;]*\).*/\1/p' requirements/runtime.in)
 # Where torch alone is installed from (pip --index-url for that one package; everything else
 # comes from PyPI). Empty: PyPI's torch.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-TORCH_VERSION := $(shell sed -n 's/^torch==\([^+ ]*\).*/\1/p' requirements.lock)
 PROFILE     ?= default
 RESOLVED_DEVICE ?= $(DEVICE)
 DEVICE      ?= auto
@@ -70,49 +79,79 @@ help:
 # interrupted `make` leaves no half-valid environment behind: the next call redoes the install;
 # a virtual environment whose pip does not run (interrupted creation) is recreated.
 #
-# torch is installed first, alone (--no-deps), from TORCH_INDEX: PyTorch's own indexes also serve
-# numpy, jinja2 and others, so naming one with --extra-index-url for the whole lock would let pip
-# take any package from it. The lock then installs from PyPI; its `torch==2.13.0` is satisfied by
-# the installed 2.13.0+cpu (a requirement without a local label ignores it, PEP 440), so pip
-# keeps that build instead of fetching PyPI's CUDA one; a CUDA build's NVIDIA libraries, which
-# --no-deps left out, come from PyPI in that second step. The index used is recorded in the stamp:
-# naming another one (make env TORCH_INDEX=...) reinstalls torch from it.
+# Three steps, each a pip install:
+#  1. torch, alone (--no-deps), from TORCH_INDEX (empty: pip's own index, PyPI). Not hash-checked,
+#     and in no lock file: the build is the index's choice (2.13.0+cpu, 2.13.0+cu128, PyPI's
+#     2.13.0), each a different file with its own hash, and PyPI's build is a different one again;
+#     a lock per index, or hashes of every build in one, would tie the lock to indexes that
+#     `make lock` may not reach. The release is pinned (requirements/runtime.in); TORCH_INDEX
+#     names the index trusted for this one package. PyTorch's indexes also serve numpy, jinja2
+#     and others, which is why no index of theirs is ever named for the rest.
+#  2. the lock files, from PyPI, every file checked against its hash (--require-hashes): every
+#     package but torch, torch's own dependencies included, as the CPU build requires them.
+#  3. `torch==X` again: what this torch build needs beyond the lock -- nothing for a CPU build,
+#     the NVIDIA libraries and triton for a CUDA one -- from PyPI, without hashes (the lock is
+#     resolved for the CPU build, which has none of them).
+# Then the two local packages (editable), and `pip check`. The index used is recorded in the
+# stamp: naming another one (make env TORCH_INDEX=...) reinstalls torch from it; when none is
+# named, a reinstall (a lock file changed) keeps the recorded one (ENV_TORCH_INDEX).
 STAMP_INDEX := $(shell sed -n 's/^torch-index: //p' $(STAMP) 2>/dev/null)
 ifneq ($(filter command line environment,$(origin TORCH_INDEX)),)
+ENV_TORCH_INDEX := $(TORCH_INDEX)
 ifneq ($(STAMP_INDEX),$(or $(TORCH_INDEX),pypi))
 $(STAMP): FORCE
 endif
+else
+ENV_TORCH_INDEX := $(if $(STAMP_INDEX),$(patsubst pypi,,$(STAMP_INDEX)),$(TORCH_INDEX))
 endif
 FORCE:
 
-$(STAMP): requirements.lock pyproject.toml tooling/pyproject.toml
+$(STAMP): $(LOCKS) requirements/runtime.in pyproject.toml tooling/pyproject.toml
 	@py=$(PY); $$py -m pip --version >/dev/null 2>&1 || py=$(PYTHON); \
 	$$py -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 	  echo "error: Python >= 3.11 is required (requires-python in pyproject.toml); $$py is" \
 	    "$$($$py -c 'import platform; print(platform.python_version())' 2>/dev/null || echo 'not found');" \
 	    "name another: make env PYTHON=python3.12 (with no $(VENV), or after rm -rf $(VENV))" >&2; exit 2; }
 	@$(PY) -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
-	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
-	  $(if $(filter-out $(TORCH_INDEX),$(STAMP_INDEX)),--force-reinstall) \
-	  --index-url '$(TORCH_INDEX)' 'torch==$(TORCH_VERSION)' || { \
-	  echo "error: torch==$(TORCH_VERSION) could not be installed from TORCH_INDEX=$(TORCH_INDEX);" \
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
+	  $(if $(filter-out $(or $(ENV_TORCH_INDEX),pypi),$(STAMP_INDEX)),--force-reinstall) \
+	  $(if $(ENV_TORCH_INDEX),--index-url '$(ENV_TORCH_INDEX)') 'torch==$(TORCH_VERSION)' || { \
+	  echo "error: torch==$(TORCH_VERSION) could not be installed from TORCH_INDEX=$(or $(ENV_TORCH_INDEX),(PyPI));" \
 	    "name a reachable index (make env TORCH_INDEX=<url>) or TORCH_INDEX= for the build on PyPI" >&2; \
-	  exit 1; })
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	  exit 1; }
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes $(addprefix -r ,$(LOCKS))
+	$(PY) -m pip install --quiet --disable-pip-version-check 'torch==$(TORCH_VERSION)'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
 	  -e . -e ./tooling
-	@{ sha256sum $(filter-out FORCE,$^) && echo "torch-index: $(or $(TORCH_INDEX),pypi)"; } > $@.tmp \
+	$(PY) -m pip check
+	@{ sha256sum $(filter-out FORCE,$^) && echo "torch-index: $(or $(ENV_TORCH_INDEX),pypi)"; } > $@.tmp \
 	  && mv $@.tmp $@
 
 env: $(STAMP)
 
-# Regenerate the lock from the current environment (maintainers only; commit the result and
-# keep environment.yml and binder/ in step: tests/test_environment.py checks they agree). torch's
-# local label (+cpu, +cu128) is dropped: the lock names the release, TORCH_INDEX the build.
+# Recompile the lock files (maintainers only; commit them with environment.yml and binder/, which
+# are rewritten from them: tests/test_environment.py checks they agree) with pip-compile, from
+# pip-tools (PIP_TOOLS, in a virtual environment of its own, build/lock-tools, made from the
+# project's Python so that the lock is resolved for it). Each file keeps the versions it has
+# unless UPGRADE=1; each is compiled at the versions of the files before it (its .in constrains
+# it by them), so that a package shared by two files has one version. Hashes: every file of the
+# release on the index (wheels for every platform, sdist). torch is resolved from TORCH_INDEX,
+# the CPU build, for its dependencies, and left out (--unsafe-package torch: see `make env`);
+# a lock that holds NVIDIA libraries was resolved against a CUDA torch and is refused. The lock
+# files name no index (--no-emit-index-url): `make env` installs them from PyPI.
+PIP_TOOLS  ?= pip-tools==7.7.0
+LOCK_TOOLS := build/lock-tools
 lock: $(STAMP)
-	$(PY) -m pip freeze --exclude-editable --all | grep -vE '^pip==' \
-	  | sed -E 's/^torch==([0-9.]+)\+[A-Za-z0-9.]+$$/torch==\1/' > requirements.lock.tmp
-	mv requirements.lock.tmp requirements.lock
+	@$(LOCK_TOOLS)/bin/pip-compile --version 2>/dev/null | grep -qxF 'pip-compile, $(subst pip-tools==,version ,$(PIP_TOOLS))' || { \
+	  rm -rf $(LOCK_TOOLS) && $(PY) -m venv $(LOCK_TOOLS) && \
+	  $(LOCK_TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check '$(PIP_TOOLS)'; }
+	@for lock in $(LOCKS); do echo "pip-compile $${lock%.txt}.in -> $$lock"; \
+	  CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_TOOLS)/bin/pip-compile --quiet --generate-hashes \
+	    --strip-extras --unsafe-package torch --no-emit-index-url --no-emit-find-links \
+	    $(if $(TORCH_INDEX),--extra-index-url '$(TORCH_INDEX)') $(if $(filter 1 yes true,$(UPGRADE)),--upgrade) \
+	    --output-file "$$lock" "$${lock%.txt}.in" || exit 1; done
+	@! grep -qiE '^(nvidia-|triton==)' $(LOCKS) || { echo "error: the lock holds NVIDIA libraries:" \
+	  "torch was resolved as a CUDA build; name a CPU index (make lock TORCH_INDEX=<url>)" >&2; exit 1; }
 	$(PY) -m moe_book.environment
 
 # --- execution -----------------------------------------------------------------------------

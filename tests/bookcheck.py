@@ -277,6 +277,13 @@ VIEWS = (View("desktop", DESKTOP_WIDTH, "light"), View("phone", PHONE_WIDTH, "li
 # the theme (pydata-sphinx-theme) reads the reader's choice from localStorage before it paints
 THEME_JS = "mode => { localStorage.setItem('mode', mode); localStorage.setItem('theme', mode); }"
 
+# axe-core: the release vendored in tests/vendor/axe-core (its README: where from, how to update),
+# run by axe-playwright-python, whose own bundled copy (4.12.1) lacks the later releases' rules
+# (label-content-name-mismatch, WCAG 2.5.3, among them); AXE_SRI is the SHA-256 axe-core
+# publishes for the file (sri-history.json), checked by tests/test_book.py
+AXE_VERSION = "4.14.1"
+AXE_JS = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
+AXE_SRI = "sha256-KTSJmUUM3yhJqOcLeRL8LahahJ2jnA0NU5T1HUqe2Vw="
 # axe-core impacts that fail the check; the others are listed in the report
 AXE_FAILING = ("serious", "critical")
 # Violations that come from the theme's own markup, which the book's CSS and configuration
@@ -306,6 +313,7 @@ class PageReport:
     axe_failing: list[str] = field(default_factory=list)
     axe_other: list[str] = field(default_factory=list)
     axe_excepted: list[str] = field(default_factory=list)
+    axe_version: str = ""       # the axe-core release that scanned the page (AXE_VERSION)
 
     @property
     def problems(self) -> list[str]:
@@ -373,6 +381,24 @@ def html_pages(root: Path, redirects: bool = False) -> list[Path]:
     return sorted(p for p in root.rglob("*.html")
                   if p.name not in SKIP_PAGES and "_static" not in p.parts
                   and "_sources" not in p.parts and (redirects or not _is_redirect(p)))
+
+
+def pages_without_title_or_language(root: Path) -> list[str]:
+    """Every ``.html`` file under ``root`` -- what a web server hands out, ``_static`` and the
+    redirects included -- that lacks ``<html lang>`` or a non-empty ``<title>`` (WCAG 3.1.1
+    and 2.4.2): a theme's template fragment copied in as a static file is one."""
+    bad = []
+    for page in sorted(root.rglob("*.html")):
+        text = page.read_text(encoding="utf-8", errors="replace")
+        end = text.lower().find("</head>")
+        head = BeautifulSoup(text if end < 0 else text[:end + len("</head>")], "html.parser")
+        html, title = head.find("html"), head.find("title")
+        missing = [what for what, ok in (("lang", html is not None and html.get("lang")),
+                                         ("title", title is not None and title.get_text(strip=True)))
+                   if not ok]
+        if missing:
+            bad.append(f"{page.relative_to(root)}: no {' and no '.join(missing)}")
+    return bad
 
 
 def viewed_pages(root: Path) -> list[Path]:
@@ -487,7 +513,7 @@ def check_pages(root: Path, screenshots: Path | None = None,
     if axe:
         from axe_playwright_python.sync_playwright import Axe
 
-        runner = Axe()
+        runner = Axe(axe_script=AXE_JS.read_text(encoding="utf-8"))
     pages = pages or viewed_pages(root)
     reports = {page_path: PageReport(str(page_path.relative_to(root))) for page_path in pages}
     with sync_playwright() as p:
@@ -559,6 +585,7 @@ def check_pages(root: Path, screenshots: Path | None = None,
                                                            "preload": False})
                         rep.axe_failing, rep.axe_other, rep.axe_excepted = _axe_lines(
                             result.response.get("violations", []))
+                        rep.axe_version = result.response.get("testEngine", {}).get("version", "")
                 if screenshots is not None:
                     stem = rep.page.replace("/", "__").removesuffix(".html")
                     out = screenshots / f"{stem}{'' if first else '-' + view.name}.png"
@@ -573,7 +600,9 @@ def check_pages(root: Path, screenshots: Path | None = None,
 def accessibility_report(reports: list[PageReport], edition: str) -> str:
     """The axe-core findings that do not fail the check (moderate, minor) and the excepted
     ones, page by page: what a maintainer reads to improve the book further."""
-    lines = [f"# axe-core findings, {edition} edition ({len(reports)} pages)",
+    versions = sorted({r.axe_version for r in reports if r.axe_version})
+    lines = [f"# axe-core {', '.join(versions) or '(not run)'} findings, {edition} edition "
+             f"({len(reports)} pages)",
              f"# failing impacts: {', '.join(AXE_FAILING)}; listed below: the others, and "
              "the explicit exceptions"]
     for r in reports:

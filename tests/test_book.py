@@ -12,6 +12,7 @@ import bookcheck
 import pytest
 from conftest import make
 
+from moe_book.environment import lock_constraints
 from moe_book.project import Project
 from moe_routing.ledger import registry
 
@@ -174,6 +175,38 @@ def test_no_tex_leaks_outside_math(edition, request):
     assert not leaks, f"{len(leaks)} TeX leaks in the {edition} edition:\n" + "\n".join(leaks)
 
 
+def test_every_served_html_file_is_a_page_with_a_title_and_a_language(smoke_book, student_book,
+                                                                     tmp_path):
+    """Every .html file of both editions' sites, _static and the index redirect included, has
+    <html lang> and a <title>: the themes' Jinja fragments that Sphinx copies into _static
+    (webpack-macros.html, sbt-webpack-macros.html) are not served, and the redirect is a page
+    (book/_ext/offline_book.py). Control: a fragment and a bare redirect are found."""
+    for site in (smoke_book, student_book):
+        assert bookcheck.pages_without_title_or_language(site) == [], site
+        assert not list((site / "_static").glob("*webpack-macros.html")), site
+        index = (site / "index.html").read_text(encoding="utf-8")
+        assert 'http-equiv="Refresh" content="0; url=chapters/intro.html"' in index
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "macros.html").write_text("{% macro body_post() %}{% endmacro %}")
+    (tmp_path / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=a.html" />')
+    (tmp_path / "a.html").write_text('<html lang="en"><head><title>A</title></head></html>')
+    assert bookcheck.pages_without_title_or_language(tmp_path) == [
+        "_static/macros.html: no lang and no title", "index.html: no lang and no title"]
+
+
+def test_the_vendored_axe_core_is_the_release_it_names():
+    """tests/vendor/axe-core/axe.min.js is axe-core AXE_VERSION, byte for byte: the SHA-256
+    that axe-core publishes for it (sri-history.json)."""
+    import base64
+    import hashlib
+
+    data = bookcheck.AXE_JS.read_bytes()
+    assert f"sha256-{base64.b64encode(hashlib.sha256(data).digest()).decode()}" == bookcheck.AXE_SRI
+    assert data.startswith(f"/*! axe v{bookcheck.AXE_VERSION}\n".encode())
+    readme = (bookcheck.AXE_JS.parent / "README.md").read_text(encoding="utf-8")
+    assert bookcheck.AXE_VERSION in readme and bookcheck.AXE_SRI in readme
+
+
 def test_no_broken_internal_links(smoke_book):
     assert bookcheck.broken_internal_links(smoke_book) == []
 
@@ -286,8 +319,9 @@ def test_downloaded_chapter_runs_outside_the_repository(smoke_book, tmp_path):
     py = env_dir / "bin" / "python"
     # constraints only pick the same torch build as the lock (a CPU wheel); nothing else of the
     # repository reaches the environment
+    (tmp_path / "constraints.txt").write_text(lock_constraints())    # the pins, no hashes
     res = subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                          "-c", str(ROOT / "requirements.lock"), f"{wheels[0]}[notebooks]"],
+                          "-c", str(tmp_path / "constraints.txt"), f"{wheels[0]}[notebooks]"],
                          capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     kernels = tmp_path / "jupyter" / "kernels" / "clean"
@@ -357,6 +391,7 @@ def test_every_view_is_readable_and_accessible(edition, request):
     views = {v.name for v in EDITION_VIEWS[edition]}
     for r in reports:
         assert set(r.low_contrast) == views, r.page        # every view ran on every page
+        assert r.axe_version == bookcheck.AXE_VERSION, r.page   # the vendored axe-core
     bad = {r.page: [p for p in r.problems if p.startswith(
         ("text below", "math cut off", "horizontal page", "colour mode", "axe-core"))]
         for r in reports}

@@ -149,6 +149,25 @@ def test_ray_missing_is_one_line_naming_the_extra(monkeypatch, no_training, tmp_
     assert "\n" not in msg
 
 
+@needs_ray
+def test_a_ray_without_the_private_names_used_is_one_clear_error(monkeypatch, no_training,
+                                                                 tmp_path):
+    """Ray's private names (executor_ray._ray_private: no public equivalent) are read in one
+    place; a Ray release without them is one line naming them and the tested release."""
+    import ray
+    from ray._private import utils
+
+    assert not ray.is_initialized(), "a connected Ray instance would be used as it is"
+    monkeypatch.delattr(utils, "read_ray_address")
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    with pytest.raises(RuntimeError) as err:
+        run_grid(GRID, tmp_path, progress=False, executor="ray")
+    msg = str(err.value)
+    assert "lacks a private name" in msg and "ray._private.utils.read_ray_address" in msg
+    assert "ray 2.60" in msg and "\n" not in msg
+    assert not (tmp_path / "task_routing").exists() and not ray.is_initialized()
+
+
 def test_submitit_missing_is_one_line_naming_the_extra(monkeypatch, no_training, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "submitit", None)     # import submitit fails
     monkeypatch.setenv(ex.ENV_EXECUTOR, "slurm")

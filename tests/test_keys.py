@@ -24,7 +24,7 @@ def copy(tmp_path: Path) -> pl.Project:
     for part in ("notebooks", "book", "src", "tooling", "assignments"):
         shutil.copytree(ROOT / part, dst / part,
                         ignore=shutil.ignore_patterns("_build", "__pycache__", "*.egg-info"))
-    shutil.copy(ROOT / "requirements.lock", dst / "requirements.lock")
+    shutil.copytree(ROOT / "requirements", dst / "requirements")
     return pl.Project(dst, library=dst / "src" / "moe_routing")
 
 

@@ -51,7 +51,9 @@ def project(tmp_path: Path) -> pl.Project:
     (root / "book").mkdir()
     (root / "src" / "pkg").mkdir(parents=True)
     (root / "src" / "pkg" / "mod.py").write_text("X = 1\n")
-    (root / "requirements.lock").write_text("torch==2.13.0\n")
+    (root / "requirements").mkdir()
+    (root / "requirements" / "runtime.in").write_text("torch==2.13.0\n")
+    (root / "requirements" / "book.txt").write_text("numpy==2.4.6 \\\n    --hash=sha256:00\n")
     for name in ("alpha", "beta"):
         (root / "notebooks" / f"{name}.md").write_text(NB.format(title=name.title(), name=name))
     (root / "notebooks" / "params" / "smoke.yaml").write_text("alpha:\n  n: 5\nbeta: {}\n")
@@ -128,9 +130,13 @@ def test_key_depends_on_exactly_the_declared_inputs(project):
     (project.root / "README.md").write_text("unrelated\n")           # not an input
     (project.root / "src" / "pkg" / "__pycache__").mkdir()
     (project.root / "src" / "pkg" / "__pycache__" / "mod.pyc").write_bytes(b"\0")
+    # the lock's versions are an input, not its files' bytes: another hash, a comment
+    (project.root / "requirements" / "book.txt").write_text(
+        "# via pandas\nnumpy==2.4.6 \\\n    --hash=sha256:01\n")
     assert key() == k0
     for path, text in ((project.root / "src" / "pkg" / "mod.py", "X = 2\n"),
-                       (project.root / "requirements.lock", "torch==2.13.1\n"),
+                       (project.root / "requirements" / "runtime.in", "torch==2.13.1\n"),
+                       (project.root / "requirements" / "book.txt", "numpy==2.4.7\n"),
                        (project.notebook_path("alpha"), NB.format(title="A2", name="alpha"))):
         before = key()
         path.write_text(text)
@@ -671,3 +677,26 @@ def test_the_command_lines_processes_share_the_parsed_parameters_cells(project, 
     pl._parameters_cell.cache_clear()
     monkeypatch.chdir(project.root)
     assert main(["validate", "--profile", "default", "--device", "cpu"]) == 0
+
+
+def test_status_page_says_the_shared_device_torch_and_commit_once(project):
+    """Device, torch version and commit are the same on every row of a normal build: they are
+    said once above the table; a value that differs between chapters keeps its column."""
+    from moe_book.pages import status_page
+
+    def state(device, commit):
+        return {"status": "ok", "wall_s": 1.0, "finished_at": "2026-01-01T00:00:00",
+                "provenance": {"device_name": device, "torch_version": "2.9.0",
+                               "git_commit": commit}}
+
+    same = status_page(project, "smoke", {"alpha": state("cpu (2 cores)", "abc123"),
+                                          "beta": state("cpu (2 cores)", "abc123")})
+    assert "Every chapter listed ran on **cpu (2 cores)**, with torch **2.9.0**, from commit " \
+           "`abc123`." in same
+    assert "| Chapter | Status | Wall time |\n" in same and same.count("2.9.0") == 1
+    assert same.count("✓ ok") == 2
+    mixed = status_page(project, "smoke", {"alpha": state("cpu (2 cores)", "abc123"),
+                                           "beta": state("cpu (2 cores)", "def456+dirty")})
+    assert "| Chapter | Status | Wall time | Commit |" in mixed
+    assert "`def456+dirty`" in mixed and "from commit" not in mixed
+    assert "on **cpu (2 cores)**, with torch **2.9.0**." in mixed

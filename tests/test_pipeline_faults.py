@@ -53,7 +53,8 @@ def project(tmp_path: Path) -> pl.Project:
     (root / "book").mkdir()
     (root / "lib").mkdir()
     (root / "lib" / "mod.py").write_text("X = 1\n")
-    (root / "requirements.lock").write_text("torch==2.13.0\n")
+    (root / "requirements").mkdir()
+    (root / "requirements" / "runtime.in").write_text("torch==2.13.0\n")
     (root / "notebooks" / "slow.md").write_text(NB)
     for prof in ("smoke", "default", "paper"):
         set_params(pl.Project(root), prof, n=1)

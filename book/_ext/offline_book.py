@@ -23,6 +23,20 @@ buttons of the theme are off in this book, so thebe is removed from every page.
 Bibliography: its entries are given the list-item role of the list that holds them
 (:func:`_citation_roles`).
 
+Accessible names (WCAG 2.5.3, label in name; axe-core's ``label-content-name-mismatch``): a
+control's accessible name contains the words it shows. The theme's search button and colour-mode
+button are overridden in ``book/_templates`` (``search-button-field.html``: named by what it
+shows, "Search Ctrl+K", no ``aria-label`` that would say less; ``theme-switcher.html``: its icons
+without titles, so that "Color mode" names a button that shows no words); a hidden cell's toggle
+(myst-nb's ``<summary aria-label="Toggle hidden content">`` around "Show code cell source") loses
+its ``aria-label`` (:func:`_cell_toggle_names`) and is named by the words it shows.
+
+Served pages only (:func:`_served_pages_only`, at the end of an HTML build): the themes' Jinja
+fragments that Sphinx copies into ``_static`` with their static files (``webpack-macros.html``,
+``sbt-webpack-macros.html``: imported by the templates at build time, linked from no page) are
+removed from the site, and the site's ``index.html``, a redirect to the first page, gets a
+language and a title like every page (sphinx-external-toc writes a bare ``<meta>`` line).
+
 Launch menu: when the book has a home (``moe_launch`` in the Sphinx configuration, written by
 ``moe_book.home`` from ``BOOK_REPOSITORY_URL``), every chapter page gets a launch menu of two
 links, Binder and Colab, built from the URL templates there (``NAME`` stands for the chapter).
@@ -30,6 +44,9 @@ Without a home nothing is added.
 """
 
 from __future__ import annotations
+
+import html
+from pathlib import Path
 
 from docutils import nodes
 
@@ -99,6 +116,35 @@ def _citation_roles(app, pagename, templatename, context, doctree):
         context["body"] = body.replace('role="doc-biblioentry"', 'role="listitem"')
 
 
+def _cell_toggle_names(app, pagename, templatename, context, doctree):
+    """A hidden cell's toggle named by what it shows ("Show code cell source"): myst-nb's
+    ``aria-label="Toggle hidden content"`` on the ``<summary>`` names it with words it does not
+    show (WCAG 2.5.3; axe-core: label-content-name-mismatch, serious)."""
+    body = context.get("body")
+    if body and '<summary aria-label="Toggle hidden content">' in body:
+        context["body"] = body.replace('<summary aria-label="Toggle hidden content">', "<summary>")
+
+
+def _served_pages_only(app, exception):
+    """At the end of an HTML build: no Jinja fragment of a theme left in ``_static`` as a page
+    without a title or a language, and the redirect ``index.html`` a page with both."""
+    if exception is not None or app.builder.name != "html":
+        return
+    out = Path(app.outdir)
+    for fragment in (out / "_static").rglob("*.html"):
+        if "{%" in fragment.read_text(encoding="utf-8", errors="replace"):
+            fragment.unlink()
+    root = app.config.root_doc
+    if root != "index":
+        title = html.escape(app.config.html_title or app.config.project or root)
+        url = html.escape(f"{root}.html")
+        (out / "index.html").write_text(
+            f'<!DOCTYPE html>\n<html lang="{html.escape(app.config.language or "en")}">\n'
+            f'<head>\n<meta http-equiv="Refresh" content="0; url={url}" />\n<meta charset="utf-8" />\n'
+            f"<title>{title}</title>\n</head>\n"
+            f'<body><p><a href="{url}">{title}</a></p></body>\n</html>\n', encoding="utf-8")
+
+
 def _launch_menu(app, pagename, templatename, context, doctree):
     launch = app.config.moe_launch
     if not launch or not pagename.startswith("chapters/") or "header_buttons" not in context:
@@ -123,4 +169,7 @@ def setup(app):
     app.connect("html-page-context", _drop_thebe, priority=900)
     app.connect("html-page-context", _launch_menu, priority=502)
     app.connect("html-page-context", _citation_roles)
+    app.connect("html-page-context", _cell_toggle_names)
+    # before sphinx-external-toc's own (priority 500), which writes a bare redirect when none exists
+    app.connect("build-finished", _served_pages_only, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -68,6 +68,8 @@ import yaml
 
 from moe_routing.atomic import atomic_write_json
 
+from .environment import lock_pins
+
 ROOT = Path(__file__).resolve().parents[2]   # the repository (the tooling is installed editable)
 HERE = ROOT / "assignments"                   # the assignment sources
 DEFAULT_OUT = ROOT / "build" / "assignments"
@@ -122,7 +124,7 @@ def imported_modules(cells: list[str]) -> set[str]:
     return {m for m in found if m not in sys.stdlib_module_names}
 
 
-def requirements_for(modules: set[str], wheel_name: str, lock: Path = ROOT / "requirements.lock",
+def requirements_for(modules: set[str], wheel_name: str, lock: Path = ROOT / "requirements",
                      index: str | None = None) -> list[str]:
     """The autograder's pip lines for an assignment importing ``modules``: the bundled wheel when
     it imports the library, then (when torch is needed) ``--extra-index-url`` and the exact torch
@@ -153,12 +155,13 @@ def requirements_for(modules: set[str], wheel_name: str, lock: Path = ROOT / "re
 
 
 def _lock_version(name: str, lock: Path) -> str:
-    for line in Path(lock).read_text(encoding="utf-8").splitlines():
-        m = re.fullmatch(rf"{re.escape(name)}==([^\s+;]+)(?:\+\S+)?", line.strip(), re.I)
-        if m:
-            return m.group(1)
-    raise ValueError(f"{lock} pins no version of {name!r}; accepted: a lock with a "
-                     f"'{name}==X.Y.Z' line")
+    """The release the lock (the folder ``requirements/``: :func:`moe_book.environment.lock_pins`)
+    pins ``name`` to, without a local label."""
+    pin = lock_pins(lock).get(name.lower())
+    if pin is None:
+        raise ValueError(f"{lock} pins no version of {name!r}; accepted: a lock folder whose "
+                         f"files pin '{name}==X.Y.Z'")
+    return pin.split("==")[1].split("+")[0]
 
 
 def available(sources: Path = HERE) -> list[str]:
@@ -173,17 +176,18 @@ def default_wheel(root: Path = ROOT) -> Path:
     return root / "dist" / f"moe_routing-{version}-py3-none-any.whl"
 
 
-def pins(lock: Path = ROOT / "requirements.lock") -> list[str]:
-    """``name==X.Y.*`` for each of :data:`PINNED`, from the exact versions in the lock."""
+def pins(lock: Path = ROOT / "requirements") -> list[str]:
+    """``name==X.Y.*`` for each of :data:`PINNED`, from the exact versions in the lock (the
+    folder ``requirements/``)."""
     found = {}
-    for line in Path(lock).read_text(encoding="utf-8").splitlines():
-        m = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\d+)\.(\d+)(?:\.[0-9A-Za-z.+]*)?", line.strip())
-        if m and m.group(1).lower() in PINNED:
-            found[m.group(1).lower()] = f"{m.group(1).lower()}=={m.group(2)}.{m.group(3)}.*"
+    for name, pin in lock_pins(lock).items():
+        m = re.fullmatch(r"(\d+)\.(\d+)(?:\.[0-9A-Za-z.+]*)?", pin.split("==")[1])
+        if m and name in PINNED:
+            found[name] = f"{name}=={m.group(1)}.{m.group(2)}.*"
     missing = [p for p in PINNED if p not in found]
     if missing:
-        raise ValueError(f"{lock} pins no version of {missing}; accepted: a lock with "
-                         f"'name==X.Y.Z' lines for {list(PINNED)}")
+        raise ValueError(f"{lock} pins no version of {missing}; accepted: a lock folder whose "
+                         f"files pin 'name==X.Y.Z' for {list(PINNED)}")
     return [found[p] for p in PINNED]
 
 
@@ -301,7 +305,7 @@ def _stamp(out: Path, name: str) -> Path:
 
 
 def is_fresh(name: str, out: Path = DEFAULT_OUT, *, sources: Path = HERE,
-             wheel: Path | None = None, lock: Path = ROOT / "requirements.lock") -> bool:
+             wheel: Path | None = None, lock: Path = ROOT / "requirements") -> bool:
     """Whether ``out/<name>`` was built from the current inputs and its products exist."""
     key, _ = _inputs(name, sources, wheel or default_wheel(), lock)
     stamp = _stamp(Path(out), name)
@@ -314,7 +318,7 @@ def is_fresh(name: str, out: Path = DEFAULT_OUT, *, sources: Path = HERE,
 
 
 def build(name: str, out: Path = DEFAULT_OUT, *, sources: Path = HERE, wheel: Path | None = None,
-          lock: Path = ROOT / "requirements.lock") -> Built:
+          lock: Path = ROOT / "requirements") -> Built:
     """jupytext MyST → ipynb, then ``otter assign`` with the wheel and the requirements beside
     the master notebook; returns the paths of the products."""
     import jupytext  # noqa: PLC0415  (only the build needs it)
@@ -359,7 +363,7 @@ def build(name: str, out: Path = DEFAULT_OUT, *, sources: Path = HERE, wheel: Pa
 
 
 def ensure_built(names: list[str] | None = None, out: Path = DEFAULT_OUT, *, sources: Path = HERE,
-                 wheel: Path | None = None, lock: Path = ROOT / "requirements.lock",
+                 wheel: Path | None = None, lock: Path = ROOT / "requirements",
                  jobs: int = 2) -> list[Built]:
     """The products of ``names`` (default: all), built only where missing or stale."""
     names = available(sources) if names is None else names

@@ -1,8 +1,10 @@
 """A chapter's cache key: exactly what its executed outputs depend on.
 
 The key is the SHA-256 of the chapter's MyST source, its resolved parameters, the profile and the
-device, the lock file (every installed version), the science library's source (without the
-claims' wording: :mod:`moe_routing.fingerprint`), the Python version and the platform.  What
+device, the lock's pins (every installed version, :func:`moe_book.environment.lock_constraints`:
+the versions, not the lock files' bytes, so a new hash or comment re-executes nothing), the
+science library's source (without the claims' wording: :mod:`moe_routing.fingerprint`), the
+Python version and the platform.  What
 is *not* in it is deliberate: the book tooling (this package), page templates, the book's
 configuration and the claims' wording change only what is generated at staging time, so editing
 them re-executes nothing -- on the ``paper`` profile a needless re-execution costs GPU hours.
@@ -17,19 +19,22 @@ from pathlib import Path
 
 from moe_routing.fingerprint import source_fingerprint
 
+from .environment import lock_constraints
+
 KEY_VERSION = "moe-book-key-v2"
 
 
 def chapter_key(source: Path, params: dict, profile: str, device: str, lock: Path,
                 library: Path) -> str:
-    """``library``: the science package's folder (``moe_routing``)."""
+    """``lock``: the lock's folder (``requirements/``); ``library``: the science package's
+    folder (``moe_routing``)."""
     h = hashlib.sha256()
     h.update(KEY_VERSION.encode() + b"\0")
     h.update(Path(source).read_bytes())
     h.update(json.dumps({"profile": profile, "device": device, "params": params,
                          "python": platform.python_version(), "platform": platform.machine(),
                          "system": platform.system()}, sort_keys=True).encode())
-    h.update(lock.read_bytes() if lock.exists() else b"no-lock")
+    h.update(lock_constraints(lock).encode() if lock.is_dir() else b"no-lock")
     h.update(source_fingerprint(root=library).encode())
     return h.hexdigest()
 

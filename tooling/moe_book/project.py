@@ -331,7 +331,7 @@ def run_folders(project: Project, profile: str, name: str) -> list[Path]:
 
 def notebook_key(project: Project, name: str, params: dict, profile: str, device: str) -> str:
     return chapter_key(project.notebook_path(name), params, profile, device,
-                       project.root / "requirements.lock", project.library)
+                       project.root / "requirements", project.library)
 
 
 # --------------------------------------------------------------------------------------------

@@ -240,7 +240,7 @@ def _stage_assignments(project: Project, dest: Path, wheel: Path, student: bool)
     try:
         built = assignments.ensure_built(None, project.root / "build" / "assignments",
                                          sources=sources, wheel=wheel,
-                                         lock=project.root / "requirements.lock")
+                                         lock=project.root / "requirements")
     except (ValueError, RuntimeError) as exc:
         raise PipelineError(f"the assignments could not be built: {exc}") from exc
     dest.mkdir(parents=True, exist_ok=True)

@@ -38,12 +38,8 @@ def _ray_address() -> str | None:
                 "of its Ray Client server, or auto for the cluster started on this machine; "
                 "unset it to start Ray here")
     target = address
-    if address == "auto":
-        try:                                     # the file `ray start` writes (Ray's own reader)
-            from ray._private.utils import read_ray_address
-        except ImportError:                      # another Ray layout: ray.init resolves it
-            return address
-        target = read_ray_address(None)
+    if address == "auto":                        # the file `ray start` writes (Ray's own reader)
+        target = _ray_private().read_ray_address(None)
         if target is None:
             raise RuntimeError(f"RAY_ADDRESS = 'auto' finds no Ray cluster started on this "
                                f"machine; accepted: {accepted}")
@@ -62,6 +58,45 @@ def _ray_address() -> str | None:
         raise RuntimeError(f"RAY_ADDRESS = {address!r} cannot be reached ({parts.hostname}:{port}"
                            f": {why}); accepted: {accepted}") from None
     return address
+
+
+# Ray's private names this backend needs, all here. Ray 2.60 has no public equivalent of any:
+#  * ray._private.utils.read_ray_address: the address `ray start` recorded on this machine, which
+#    RAY_ADDRESS=auto means. ray.init(address="auto") resolves it too, but only by connecting,
+#    and an address left by a cluster that is gone makes it retry for minutes; read first, the
+#    address gets the same one-line TCP check as any other.
+#  * ray._private.ray_constants.ENABLE_RAY_CLUSTER (read from ENABLE_RAY_CLUSTERS_ENV_VAR when
+#    Ray is imported): False makes a Ray started here bind to the loopback address only (Ray's
+#    own macOS/Windows default, ray-project/ray#18730); ray.init's node address option
+#    (_node_ip_address) is itself a hidden option, and 127.0.0.1 there is replaced by the
+#    machine's address unless this flag is off.
+#  * the logger of ray._private.authentication.authentication_token_setup (a name, not an
+#    import): silenced during ray.init, its token-authentication notice line; if Ray renames
+#    it, the notice is printed, nothing fails.
+RAY_AUTH_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def _ray_private():
+    """Ray's private names (above) as one namespace; a Ray without them is one clear error."""
+    import types
+
+    import ray
+
+    try:
+        from ray._private import ray_constants
+        from ray._private.utils import read_ray_address
+
+        names = types.SimpleNamespace(
+            read_ray_address=read_ray_address, ray_constants=ray_constants,
+            cluster_env_var=ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR,
+            cluster_flag=ray_constants.ENABLE_RAY_CLUSTER)
+    except (ImportError, AttributeError) as e:
+        raise RuntimeError(
+            f"Ray {getattr(ray, '__version__', '?')} lacks a private name the ray backend uses "
+            f"({e}): ray._private.utils.read_ray_address, ray._private.ray_constants."
+            f"ENABLE_RAY_CLUSTER and ENABLE_RAY_CLUSTERS_ENV_VAR; accepted: the Ray release of "
+            f"the ray extra (moe_routing[ray], tested on ray 2.60)") from None
+    return names
 
 
 def _ray_is_initialized() -> bool:
@@ -94,19 +129,17 @@ def ray_session(workers: int | None = None, threads: int | None = None) -> Itera
         return
     threads = integer("threads", threads if threads is not None else 1, low=1)
     cpus = max(threads, (workers * threads) if workers else cpu_cores())
-    from ray._private import ray_constants
+    private = _ray_private()
 
     # Loopback only: Ray binds to the address other nodes would reach unless it believes
-    # clusters are off (its macOS/Windows default, ray-project/ray#18730); no usage report.
-    # Ray's token authentication stays on (its default), without its notice line on stderr.
-    saved_env = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED",
-                                                ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR)}
-    saved_flag = ray_constants.ENABLE_RAY_CLUSTER
-    notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    # clusters are off (its macOS/Windows default, ray-project/ray#18730); no usage report
+    # (RAY_USAGE_STATS_ENABLED, Ray's documented switch). Ray's token authentication stays on
+    # (its default), without its notice line on stderr.
+    saved_env = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", private.cluster_env_var)}
+    notice = logging.getLogger(RAY_AUTH_NOTICE_LOGGER)
     saved_level = notice.level
-    os.environ.update({"RAY_USAGE_STATS_ENABLED": "0",
-                       ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR: "0"})
-    ray_constants.ENABLE_RAY_CLUSTER = False
+    os.environ.update({"RAY_USAGE_STATS_ENABLED": "0", private.cluster_env_var: "0"})
+    private.ray_constants.ENABLE_RAY_CLUSTER = False
     try:
         notice.setLevel(logging.ERROR)
         try:
@@ -119,7 +152,7 @@ def ray_session(workers: int | None = None, threads: int | None = None) -> Itera
         finally:
             ray.shutdown()
     finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        private.ray_constants.ENABLE_RAY_CLUSTER = private.cluster_flag
         for k, v in saved_env.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -78,7 +78,8 @@ class Claim:
         src = f" <span class='ledger-source'>[{e(self.source)}]</span>" if self.source else ""
         rows = [f"<p class='admonition-title'>Ledger · {e(self.id)} — {BADGES[self.verdict]} "
                 f"{e(self.verdict)}</p>",
-                f"<p><b>Claim</b> ({e(self.where)}){src}: {e(self.short or self.claim)}</p>",
+                f"<p><b>Claim</b> ({e(self.where)}){src}: <span class='ledger-claim'>"
+                f"{e(self.short or self.claim)}</span></p>",
                 f"<p><b>Measured</b>{self._profile_html()}<b>:</b> {e(self.measured)}</p>",
                 f"<p><b>Why this verdict:</b> {e(self.reason)}</p>"]
         if self.note:
@@ -110,7 +111,8 @@ class Summary:
                 "<th>Key number</th><th>Verdict</th></tr></thead><tbody>")
         body = "".join(
             f"<tr><td><a href='../generated/ledger.html#{anchor(c.id)}'>{e(c.id)}</a></td>"
-            f"<td>{e(c.short or c.claim)}</td><td>{e(c.key or c.measured)}</td>"
+            f"<td class='ledger-claim'>{e(c.short or c.claim)}</td>"
+            f"<td>{e(c.key or c.measured)}</td>"
             f"<td>{BADGES[c.verdict]} {e(c.verdict)}</td></tr>" for c in self.claims)
         return head + body + "</tbody></table>"
 

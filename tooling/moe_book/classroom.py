@@ -66,13 +66,13 @@ def solution_texts(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # The public site: the built HTML that the Pages workflow and `make publish` deploy.
 #
-# The full edition built locally (`make html`) offers every autograder zip under
-# _static/downloads/assignments/ for the teacher; a zip holds every hidden test and, as the
-# autograder's master notebook, the reference solution. Whatever is published can be fetched by
-# anyone who guesses its URL, linked or not, so the public site is a copy of the build with the
-# autograders left out, and it is refused unless a scan of every file in it finds no hidden test
-# and no solution line of any assignment (`leaks`). Teachers build the autograders locally
-# (`make assignments`); book/teaching.md says how.
+# No built site stages an autograder zip (moe_book.staging._stage_assignments offers the student
+# notebooks only); a zip holds every hidden test and, as the autograder's master notebook, the
+# reference solution. Whatever is published can be fetched by anyone who guesses its URL, linked
+# or not, so the public site is still a copy of the build with any autograder left out, and it is
+# refused unless a scan of every file in it finds no hidden test and no solution line of any
+# assignment (`leaks`). Teachers build the autograders locally (`make assignments`);
+# book/teaching.md says how.
 
 AUTOGRADER_GLOB = "*-autograder*.zip"
 # A solution line is looked for only when long enough to be specific to its assignment: short

@@ -352,8 +352,13 @@ def build(project: Project, profile: str, out: Path | None = None, *,
             for p in src.pdfs:
                 shutil.copyfile(p, tree / "pdf" / p.name)
         shutil.copyfile(src.wheel, tree / src.wheel.name)
-        if (root / "CITATION.cff").is_file():
-            shutil.copyfile(root / "CITATION.cff", tree / "CITATION.cff")
+        if (root / "CITATION.cff").is_file():     # with the published address, if known
+            from .findings import cff_with_home
+            from .home import from_environment
+
+            (tree / "CITATION.cff").write_text(cff_with_home(
+                (root / "CITATION.cff").read_text(encoding="utf-8"), from_environment()),
+                encoding="utf-8")
         for a, (nb, zf) in src.assignments.items():
             (tree / "assignments" / a).mkdir(parents=True)
             shutil.copyfile(nb, tree / "assignments" / a / nb.name)

@@ -8,6 +8,7 @@ with the registry of all the papers' claims, so a claim no chapter has measured 
 
 from __future__ import annotations
 
+import html
 import json
 from collections import Counter
 from pathlib import Path
@@ -17,7 +18,7 @@ import yaml
 from moe_routing.ledger import BADGES, anchor, load_claims, registry
 from moe_routing.verdicts import VERDICTS
 
-from . import findings
+from . import findings, home
 from .myst import table_cell
 
 # Symbols from the basic fonts (DejaVu), not emoji: the book must look right on machines
@@ -102,25 +103,39 @@ def status_page(project, profile: str, states: dict[str, dict | None],
         "re-executed only when its source, its parameters, the lock file or the package "
         "source changed; the table shows the run whose outputs you are reading.",
         "",
-        "| Chapter | Status | Wall time | Device | torch | Commit |",
-        "|---|---|---|---|---|---|",
     ]
+    order = chapter_order(project)
+    ran = [states[n] for n in order if states.get(n) is not None]
+    # device, torch and commit: said once above the table when every run shares them, a
+    # column only for those that differ between chapters
+    fields = (("device_name", "Device"), ("torch_version", "torch"), ("git_commit", "Commit"))
+    values = {k: {(st.get("provenance") or {}).get(k, "") for st in ran} for k, _ in fields}
+    common = {k: next(iter(v)) for k, v in values.items() if len(v) == 1 and next(iter(v))}
+    varying = [(k, head) for k, head in fields if k not in common]
+    if ran and common:
+        said = {"device_name": f"on **{table_cell(common.get('device_name', ''))}**",
+                "torch_version": f"with torch **{table_cell(common.get('torch_version', ''))}**",
+                "git_commit": f"from commit `{table_cell(common.get('git_commit', ''))}`"}
+        lines += ["", "Every chapter listed ran "
+                  + ", ".join(said[k] for k, _ in fields if k in common) + "."]
+    lines += ["", "| Chapter | Status | Wall time |" + "".join(f" {h} |" for _, h in varying),
+              "|---|---|---|" + "---|" * len(varying)]
     errors = []
     finished = []
-    for name in chapter_order(project):
+    for name in order:
         st = states.get(name)
         title = _title(project.notebook_path(name))
         link = f"[{table_cell(title)}](../chapters/{name}.ipynb)"
         if st is None:
-            lines.append(f"| {link} | not executed | | | | |")
+            lines.append(f"| {link} | not executed | |" + " |" * len(varying))
             continue
         prov = st.get("provenance", {})
         status = "✓ ok" if st["status"] == "ok" else "✗ " + st["status"]
         finished.append(st.get("finished_at", ""))
-        lines.append(
-            f"| {link} | {status} | {st.get('wall_s', 0):.1f} s | "
-            f"{table_cell(prov.get('device_name', ''))} | {table_cell(prov.get('torch_version', ''))} | "
-            f"`{table_cell(prov.get('git_commit', ''))}` |")
+        cells = [(f"`{table_cell(prov.get(k, ''))}`" if k == "git_commit"
+                  else table_cell(prov.get(k, ""))) for k, _ in varying]
+        lines.append(f"| {link} | {status} | {st.get('wall_s', 0):.1f} s |"
+                     + "".join(f" {c} |" for c in cells))
         if st.get("error"):
             errors.append(f"- **{table_cell(title)}**: `{table_cell(st['error'])}`")
     total = sum((s or {}).get("wall_s", 0) for s in states.values())
@@ -170,6 +185,45 @@ def ledger_rows(project, profile: str) -> list[dict]:
     return rows
 
 
+def _indent(text: str, by: int = 4) -> str:
+    return "\n".join((" " * by + ln) if ln else "" for ln in text.splitlines())
+
+
+def glance_table(sel: list[dict]) -> list[str]:
+    """The "At a glance" table of one paper's claims (a MyST list-table of class
+    ``ledger-glance``, laid out by book/_static/companion.css): the verdict as a symbol in a
+    narrow first column; the claim in one line with its id, chapter, kind and source; then
+    the key number, a sentence in words on the verdict where the row has one
+    (:func:`findings.plain_why`), and the rule's own reason folded in a ``<details>``. It fits
+    the text column at desktop width (tested in the browser) and its rows become cards on a
+    phone."""
+    lines = ["```{list-table}", ":header-rows: 1", ":widths: 11 43 46",
+             ":class: ledger-glance", "",
+             "* - Verdict", "  - Claim", "  - Measured, and why"]
+    for r in sel:
+        src = f" *[{r['source']}]*" if r["source"] else ""
+        meta = " · ".join(x for x in (f"[{r['id']}](#{anchor(r['id'])})", _chapter_link(r),
+                                      findings.claim_kind(r)) if x)
+        claim = (f'<span class="ledger-claim">{table_cell(r["short"])}</span>{src}\n\n'
+                 f'<span class="ledger-meta">{meta}</span>')
+        parts = [f"**{table_cell(r.get('key') or '—')}**"]
+        human = findings.plain_why(r)
+        if human:
+            parts.append(table_cell(human))
+        reason = r.get("reason") or ("" if r["measured"] else r.get("note", ""))
+        if reason:
+            label = ("What a reproduction has to show" if not r["measured"] else
+                     "The rule's reason" if r.get("rule") and r["rule"] != "literal" else
+                     "The reason")
+            parts += [f'<details class="ledger-more"><summary>{label}</summary>',
+                      f"{table_cell(reason)} ([row {r['id']}](#{anchor(r['id'])}))",
+                      "</details>"]
+        lines += [f"* - {findings.verdict_symbol(r['verdict'])}",
+                  "  - " + _indent(claim, 4).lstrip(),
+                  "  - " + _indent("\n\n".join(parts), 4).lstrip()]
+    return lines + ["```"]
+
+
 PAPER_HEADINGS = (("A", "Paper A — task routing (arXiv 2606.14398)"),
                   ("B", "Paper B — boundary mass (arXiv 2605.02124)"),
                   ("ours", "The book's own extensions"))
@@ -178,6 +232,7 @@ PAPER_HEADINGS = (("A", "Paper A — task routing (arXiv 2606.14398)"),
 def ledger_page(project, profile: str) -> str:
     rows = ledger_rows(project, profile)
     counts = Counter(r["verdict"] for r in rows)
+    B = findings.verdict_symbol  # noqa: N806 -- the legend's symbols, as in the tables
     summary = ", ".join(f"{counts[v]} {v}" for v in (*VERDICTS, "pending") if counts[v])
     out = [
         "# Reproduction ledger",
@@ -190,17 +245,21 @@ def ledger_page(project, profile: str) -> str:
         "",
         f"**Summary:** {summary}.",
         "",
-        "Verdicts: *reproduced* — the paper's result came out again in our measurement; "
+        f"Verdicts: {B('reproduced')} *reproduced* — the paper's result came out again in "
+        f"our measurement; {B('reproduced for our construction')} "
         "*reproduced for our construction* — the theorem's conclusion holds for our own "
-        "construction (which adds parts and hypotheses of its own); *holds by definition* — "
-        "the statement follows from the definitions, so what was checked is our "
-        "implementation of them, not a result; *partly* — part of the "
-        "claim holds, or only under conditions the reason states; *not reproduced* — adequate "
-        "evidence (converged runs, intervals that resolve the difference, a quantity the "
-        "model can test at its size) disagrees with a paper's claim; *inconclusive* — the "
-        "evidence cannot decide, in either direction; *our extension* — a claim of the book "
-        "itself, not of the papers, that held; *not supported* — a claim of the book itself "
-        "that the evidence does not bear out.",
+        "construction (which adds parts and hypotheses of its own); "
+        f"{B('holds by definition')} *holds by definition* — the statement follows from the "
+        "definitions, so what was checked is our implementation of them, not a result; "
+        f"{B('partly')} *partly* — part of the claim holds, or only under conditions the "
+        f"reason states; {B('not reproduced')} *not reproduced* — adequate evidence "
+        "(converged runs, intervals that resolve the difference, a quantity the model can "
+        f"test at its size) disagrees with a paper's claim; {B('inconclusive')} "
+        "*inconclusive* — the evidence cannot decide, in either direction; "
+        f"{B('our extension')} *our extension* — a claim of the book itself, not of the "
+        f"papers, that held; {B('not supported')} *not supported* — a claim of the book "
+        f"itself that the evidence does not bear out; {B('pending')} *pending* — not "
+        "measured in this build.",
         "",
         "Source: where our knowledge of the statement comes from — the paper's *abstract*, the "
         "*summary* of the paper the book was given, a *secondary summary* (a reading digest, "
@@ -210,30 +269,20 @@ def ledger_page(project, profile: str) -> str:
         "",
         "## At a glance",
         "",
-        "One table per paper. *Kind*: a **theorem checked** (a proved statement confronted with "
-        "a computation that could contradict it), an **empirical result** (a measurement of "
-        "trained models, which depends on data, sizes and seeds) or a **definition** (holds by "
-        "construction and is tabulated). The verdict is written in words beside its symbol, "
-        "so the colours are a help, never the only cue.",
+        "One table per paper; a verdict's symbol is its word (the legend above; the word "
+        "itself is read out by a screen reader and shows on a phone, and on hover). *Kind*: a "
+        "**theorem checked** (a proved statement confronted with a computation that could "
+        "contradict it), an **empirical result** (a measurement of trained models, which "
+        "depends on data, sizes and seeds) or a **definition** (holds by construction and is "
+        "tabulated). Each row gives the key number, a sentence on the verdict where the "
+        "chapter's record has one, and, folded, the deciding rule's own words; the claim's "
+        "full row is below the tables.",
     ]
     for paper, heading in PAPER_HEADINGS:
         sel = [r for r in rows if r["paper"] == paper]
-        if not sel:
-            continue
-        out += ["", f"**{heading}** — {findings.counts_sentence(sel)}", "",
-                "| Claim | Kind | Key number | Verdict | Why not fully |",
-                "|---|---|---|---|---|"]
-        for r in sel:
-            where = f" · {_chapter_link(r)}" if r["notebook"] else ""
-            src = f" *[{r['source']}]*" if r["source"] else ""
-            why = (("checked on our construction: "
-                    if r["verdict"] == "reproduced for our construction" else "")
-                   + table_cell(findings.first_clauses(r.get("reason") or "—"))
-                   + f" [(more)](#{anchor(r['id'])})"
-                   if r["verdict"] in findings.NOT_FULLY else "")
-            out.append(f"| {table_cell(r['short'])}{src}<br>[{r['id']}](#{anchor(r['id'])})"
-                       f"{where} | {findings.claim_kind(r)} | {table_cell(r.get('key') or '—')} | "
-                       f"{findings.verdict_badge(r['verdict'])} | {why} |")
+        if sel:
+            out += ["", f"**{heading}** — {findings.counts_sentence(sel)}", "",
+                    *glance_table(sel)]
     for paper, heading in PAPER_HEADINGS:
         sel = [r for r in rows if r["paper"] == paper]
         if not sel:
@@ -242,23 +291,43 @@ def ledger_page(project, profile: str) -> str:
         for r in sel:
             said = ("**The claim (ours).**" if paper == "ours" else
                     f"**The paper says** ({r['source'] or 'source not recorded'}).")
+            verdict = (f"**Verdict:** {VERDICT_BADGE[r['verdict']]}"
+                       + (f" — recorded in {_chapter_link(r)}." if r["notebook"] else "."))
             out += ["", f"({anchor(r['id'])})=", f"### `{r['id']}` — {r['where']}", "",
-                    f"{said} {r['claim']}", ""]
+                    verdict, "", f'{said} <span class="ledger-claim">{r["claim"]}</span>', ""]
             if r["measured"]:
-                scale = (f" (profile `{r['profile']}`)" if r.get("profile") else "")
-                out += [f"**We measured{scale}.** {r['measured']}", ""]
+                out += [_measured(r), ""]
                 if r.get("reason"):
                     rule = r.get("rule", "")
                     by = f" (rule `{rule}`)" if rule and rule != "literal" else ""
-                    out += [f"**Why this verdict.** {r['reason']}{by}", ""]
-                if r.get("note"):
+                    note = f" *{r['note']}*" if r.get("note") else ""
+                    out += [f"**Why this verdict.** {r['reason']}{by}.{note}", ""]
+                elif r.get("note"):
                     out += [f"*{r['note']}*", ""]
             else:
                 out += [f"**Not measured yet.** What a reproduction has to show: {r['note']}", ""]
-            out += [f"**Verdict:** {VERDICT_BADGE[r['verdict']]}"
-                    + (f" — recorded in {_chapter_link(r)}." if r["notebook"] else ".")]
-    out += ["", "## How to cite", "", findings.citation(project.root, project.book_dir)]
+    out += ["", "## How to cite", "",
+            findings.citation(project.root, project.book_dir, home.from_environment())]
     return "\n".join(out) + "\n"
+
+
+#: a measurement longer than this is folded under its key number on the ledger page
+FOLD_MEASURED = 240
+
+
+def _measured(r: dict) -> str:
+    """The "We measured" paragraph of a claim's row: in full when short, else folded in a
+    ``<details>`` whose summary is the key number (the page stays short; the full text is one
+    click away, and in ``ledger.json``)."""
+    scale = f" (profile `{r['profile']}`)" if r.get("profile") else ""
+    if len(r["measured"]) <= FOLD_MEASURED or not r.get("key"):
+        return f"**We measured{scale}.** {r['measured']}"
+    scale_html = (f" (profile <code>{html.escape(r['profile'])}</code>)"
+                  if r.get("profile") else "")
+    return "\n\n".join([
+        f'<details class="ledger-measured"><summary><strong>We measured{scale_html}.</strong> '
+        f"{html.escape(r['key'])} <span class=\"ledger-unfold\">(the full measurement)</span>"
+        "</summary>", r["measured"], "</details>"])
 
 
 def generated_pages(project, profile: str, states: dict[str, dict | None],
@@ -275,7 +344,8 @@ def generated_pages(project, profile: str, states: dict[str, dict | None],
             "findings.md": findings.findings_page(rows, profile),
             # fragments the introduction includes (not in the toc: built only where included)
             "chapter_map.md": findings.chapter_map(rows, project.book_dir / "_toc.yml", titles),
-            "cite.md": findings.citation(project.root, project.book_dir),
+            "cite.md": findings.citation(project.root, project.book_dir,
+                                         home.from_environment()),
             "ledger.md": ledger_page(project, profile),
             "ledger.json": json.dumps(rows, indent=2, ensure_ascii=False) + "\n"}
 

@@ -340,7 +340,7 @@ def point_table(points):
     return pd.DataFrame([{
         "τ": c.tau, "family": c.family, "kind": c.kind, "cells ⊇ teacher regions": c.partition,
         "L̄_τ": round(c.value, 5), "L̄₀ (same router)": round(c.hard_value, 5),
-        "λ_min": round(c.lam_min, 4), "λ_max": round(float(c.hess_eigs[-1]), 2),
+        "λₘᵢₙ": round(c.lam_min, 4), "λₘₐₓ": round(float(c.hess_eigs[-1]), 2),
         "partition error": float(f"{c.partition_error:.3g}"),
         "expert error": round(c.expert_error, 4),
     } for c in sorted(pts, key=lambda c: (-c.tau, c.value))])

@@ -94,7 +94,7 @@ def soft_hard_rate(slope: float, slope_lo: float, slope_hi: float, alpha: float,
     ``alpha`` [``alpha_lo``, ``alpha_hi``]: the fitted exponent with its bootstrap interval.
     ``max_width`` = 1: a slope interval wider than that cannot tell τ^α from τ^(α ± 1/2).
     ``tau_span`` = τ_max / τ_min of the grid; ``min_span`` = 3: over a narrower band a power
-    law cannot be told from the e^(−Δ/τ) of an empirical law's gap, whatever the intervals.
+    law cannot be told from the exp(−Δ/τ) of an empirical law's gap, whatever the intervals.
 
     * inconclusive — fewer than three resolved temperatures (no slope with an interval; the
       values are not read), a τ grid spanning less than ``min_span``, or a slope interval
@@ -120,7 +120,7 @@ def soft_hard_rate(slope: float, slope_lo: float, slope_hi: float, alpha: float,
     if tau_span < min_span:
         return UNSURE, (txt + f": the τ grid spans a factor of {tau_span:.1f} only (a rate "
                         f"needs ≥ {min_span:g}: over a narrow band a power law and "
-                        "e^(−Δ/τ) look alike)")
+                        "exp(−Δ/τ) look alike)")
     overlap = slope_lo <= alpha_hi and alpha_lo <= slope_hi
     if not overlap:
         return NOT, txt + ": the intervals are apart, the rate is not τ^α"

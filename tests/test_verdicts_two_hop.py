@@ -101,6 +101,8 @@ def test_hop_by_hop_routing_against_hop_blind_routing():
     assert r.hop_by_hop(0.62, 0.62, 4, 0.30, 0.30, 0.05, 0.05, 0.9).verdict == "partly"
     assert r.hop_by_hop(0.30, 0.90, 4, 0.25, 0.25, 0.02, 0.02, 0.9).verdict == "not supported"
     # the same shares with wide intervals: undecidable
+    # two seeds: a Student half-width above 1 is a real interval (it straddles), not an error
+    assert r.hop_by_hop(0.57, 0.54, 4, 0.54, 0.29, 4.0, 3.1, 0.9).verdict == "inconclusive"
     wide = r.hop_by_hop(0.62, 0.62, 4, 0.30, 0.30, 0.30, 0.30, 0.9)
     assert wide.verdict == "inconclusive" and "straddles" in wide.reason
     # a collapsed router: every query to one expert, which dominates every hop task. Its

@@ -243,10 +243,12 @@ def hop_by_hop(l1_reuse: float, l2_reuse: float, n_experts: int, l1_blind: float
     """
     n_experts = integer("n_experts", n_experts, low=2)
     for name, v in (("l1_reuse", l1_reuse), ("l2_reuse", l2_reuse), ("l1_blind", l1_blind),
-                    ("l2_blind", l2_blind), ("l1_half", l1_half), ("l2_half", l2_half),
-                    ("strong", strong), ("margin", margin), ("hops_learned", hops_learned),
-                    ("min_learned", min_learned)):
+                    ("l2_blind", l2_blind), ("strong", strong), ("margin", margin),
+                    ("hops_learned", hops_learned), ("min_learned", min_learned)):
         number(name, v, low=0.0, high=1.0)
+    # a half-width may exceed 1: two seeds' t quantile is 12.7 (the interval then straddles)
+    for name, v in (("l1_half", l1_half), ("l2_half", l2_half)):
+        number(name, v, low=0.0)
     chance = 1.0 / n_experts
     reuse, half = (float(l1_reuse), float(l2_reuse)), (float(l1_half), float(l2_half))
     level = (max(chance, float(l1_blind)), max(chance, float(l2_blind)))

@@ -96,7 +96,7 @@ import torch
 
 from moe_routing.atomic import atomic_write_json
 from moe_routing.experiments import ExperimentConfig, accuracy_interval, convergence
-from moe_routing.experiments.task_routing import (EVAL_QUARTERS, code_fingerprint,
+from moe_routing.experiments.task_routing import (EVAL_POINTS, code_fingerprint,
                                                   experiment_dataset)
 from moe_routing.model import (IGNORE_INDEX, TrainData, build_and_train,
                                collect_routing, exact_match, parameter_count)
@@ -317,7 +317,7 @@ def train_run(spec: dict) -> dict:
         return {"accuracy": exact_match(m, te.tokens, te.object_pos, te.objects()).accuracy}
 
     model, hist = build_and_train(mcfg, data, tcfg, eval_fn=test_accuracy,
-                                  eval_every=max(1, cfg.steps // EVAL_QUARTERS))
+                                  eval_every=max(1, cfg.steps // EVAL_POINTS))
     train_s = time.perf_counter() - t0
     with torch.no_grad():
         em = exact_match(model, te.tokens, te.object_pos, te.objects())

@@ -34,8 +34,8 @@ from moe_routing import routing_metrics as rm
 from moe_routing.construction.sizes import parameter_counts
 from moe_routing.experiments import (ExperimentConfig, grid_configs, load_result, result_path,
                                      results_frame, run_experiment, run_grid)
-from moe_routing.experiments.task_routing import (evaluate_run, experiment_dataset,
-                                                  task_selection)
+from moe_routing.experiments.data import task_selection
+from moe_routing.experiments.task_routing import evaluate_run, experiment_dataset
 from moe_routing.knowledge import (KnowledgeDataset, KnowledgeTask, PrefixTrie, Template,
                                    Tokenizer, build_dataset, functional_dictionary)
 from moe_routing.knowledge.sources import (embedded_tasks, load_wikidata5m, relation_pool,

@@ -73,8 +73,8 @@ def test_the_loop_config_is_the_parts_of_the_run():
 
 
 #: keys computed on the code before the configuration had parts, with the code fingerprint
-#: held at "f" * 16 (the fingerprint itself changes with every edit of TRAINING_CODE, by
-#: design: a run is reused only by the code that computed it)
+#: held at "f" * 16 and the result format at version 3 (both change the key by design: a run
+#: is reused only by the code, and read only in the format, that computed it)
 PINNED_KEYS = {
     "e56faf7adca478e6": dict(n_tasks=10, n_experts=7, objective="ce+router"),
     "f831f17615edb3b0": dict(n_tasks=2, n_experts=3, objective="ce+lb", seed=1, n_relations=4,
@@ -89,8 +89,11 @@ PINNED_KEYS = {
 @pytest.mark.parametrize("key", sorted(PINNED_KEYS))
 def test_cache_keys_of_unchanged_configurations_are_unchanged(key, monkeypatch):
     monkeypatch.setattr(config_module, "code_fingerprint", lambda: "f" * 16)
+    monkeypatch.setattr(config_module, "RESULT_VERSION", 3)
     cfg = ExperimentConfig.from_flat(**PINNED_KEYS[key])
     assert cfg.key() == key
+    monkeypatch.setattr(config_module, "RESULT_VERSION", 4)    # a new format: a new key
+    assert cfg.key() != key
     assert list(cfg.as_dict())[:3] == ["n_tasks", "n_experts", "objective"]   # flat, in order
     # a knob that joined a part later enters the key only when it is set
     assert "weight_decay" not in cfg.as_dict()

@@ -154,6 +154,38 @@ def test_the_tex_check_fails_on_a_planted_raw_claim(smoke_book, tmp_path):
                      "tex: ^("], kinds
 
 
+PUNCTUATION_JS = """() => {
+  const boxes = [...document.querySelectorAll('span.math.moe-scrolls')];
+  const orphan = boxes.filter(el => { const n = el.nextSibling;
+    return n && n.nodeType === 3 && /^[.,;:!?)\\]]/.test(n.data); });
+  const thm = document.querySelector('#thm-soft-hard-bound mjx-container[display="true"]');
+  return {boxes: boxes.length, orphan: orphan.length,
+          kept: document.querySelectorAll('span.moe-trailing').length,
+          theorem_scrolls: thm ? thm.classList.contains('moe-scrolls') : null};
+}"""
+
+
+def test_on_a_phone_punctuation_stays_with_its_formula_and_theorem_5_1_fits(browser,
+                                                                              smoke_book):
+    """At 400 px an inline formula wider than the column scrolls in its own box and fills its
+    line; the punctuation right after it goes into the box (moe-scroll.js) instead of wrapping
+    onto a line of its own (". Since" in the proof of Theorem 5.1, before); the theorem's own
+    display is set on two lines and does not scroll."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=browser, args=["--no-sandbox"])
+        page = b.new_context(viewport={"width": bookcheck.PHONE_WIDTH, "height": 900}).new_page()
+        page.goto((smoke_book / "chapters" / "soft_to_hard.html").resolve().as_uri(),
+                  wait_until="load")
+        page.wait_for_timeout(2000)                       # MathJax, then moe-scroll.js
+        got = page.evaluate(PUNCTUATION_JS)
+        b.close()
+    assert got["boxes"] >= 3 and got["kept"] >= 1, got   # the case occurs on this page
+    assert got["orphan"] == 0, got
+    assert got["theorem_scrolls"] is False, got
+
+
 FIGURE_JS = """() => Array.from(document.querySelectorAll('.bd-article figure img')).map(img => {
   const a = img.closest('a');
   const hint = a && a.querySelector('.moe-figure-hint');

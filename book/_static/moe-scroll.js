@@ -1,7 +1,8 @@
 // Formulas (and tables) wider than their column scroll sideways in their own box (companion.css). This marks
 // each such box with the side that has more (classes moe-more-left / moe-more-right: a shadow
 // there is the cue to scroll), and makes it focusable so that a keyboard reader can scroll it
-// with the arrow keys. Re-measured on scroll and when the window changes size.
+// with the arrow keys. Re-measured on scroll and when the window changes size. Punctuation right
+// after an inline formula that scrolls is kept with it.
 (() => {
   // tables scroll too at phone width (companion.css): focusable then, like the formulas
   const SELECTOR = 'mjx-container[display="true"], span.math, .bd-article table:not(.dataframe)';
@@ -23,7 +24,24 @@
       delete el.dataset.moeTabindex;
     }
   };
-  const all = () => document.querySelectorAll(SELECTOR).forEach(mark);
+  // an inline formula that scrolls fills its line, so the punctuation after it would wrap onto
+  // a line of its own (". Since"): it goes into the formula's box, at its end
+  const PUNCT = /^[.,;:!?)\]]+/;
+  const keepPunctuation = el => {
+    const next = el.nextSibling;
+    if (!el.matches('span.math') || !el.classList.contains('moe-scrolls') || !next
+        || next.nodeType !== Node.TEXT_NODE || !PUNCT.test(next.data)) return;
+    const punct = PUNCT.exec(next.data)[0];
+    next.data = next.data.slice(punct.length);
+    const tail = document.createElement('span');
+    tail.className = 'moe-trailing';
+    tail.textContent = punct;
+    el.appendChild(tail);
+  };
+  const all = () => document.querySelectorAll(SELECTOR).forEach(el => {
+    mark(el);
+    keepPunctuation(el);
+  });
   const start = () => {
     all();
     document.querySelectorAll(SELECTOR).forEach(el =>

@@ -32,13 +32,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from moe_routing.atomic import atomic_write_json
 from moe_routing.runtime import git_commit
 from moe_routing.experiments import ExperimentConfig, accuracy_interval, convergence, run_grid
-from moe_routing.experiments.task_routing import _object_targets, experiment_dataset, load_model
-from moe_routing.model import exact_match
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "build" / "calibration"
@@ -65,15 +62,6 @@ def config(regime: dict, n_experts: int, d_expert: int, objective: str, seed: in
     if steps is not None:
         knobs["steps"] = steps
     return ExperimentConfig.from_flat(**knobs)
-
-
-def experts_off_accuracy(cfg: ExperimentConfig) -> float:
-    """Test exact match of the trained run with every expert's output set to zero."""
-    model = load_model(cfg, ARTIFACTS, profile="default")
-    te = experiment_dataset(cfg).encode_split("test")
-    model.knock_out(range(cfg.n_experts))
-    with torch.no_grad():
-        return float(exact_match(model, te.tokens, te.object_pos, _object_targets(te)).accuracy)
 
 
 def main() -> None:
@@ -103,7 +91,8 @@ def main() -> None:
                 accuracy=iv.mean, accuracy_low=iv.low, accuracy_high=iv.high,
                 accuracies=[r["accuracy"] for r in res],
                 train_accuracy=float(np.mean([r["train_accuracy"] for r in res])),
-                accuracy_experts_off=float(np.mean([experts_off_accuracy(c) for c, _ in got])),
+                # every run records it (moe_routing.experiments.data.experts_off_accuracy)
+                accuracy_experts_off=float(np.mean([r["accuracy_experts_off"] for r in res])),
                 acc_change_last_quarter=float(max(abs(convergence(r)["acc_change"])
                                                   for r in res)),
                 active_params=float(np.mean([r["params"]["active"] for r in res])),

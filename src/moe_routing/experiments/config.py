@@ -147,15 +147,16 @@ class NestedConfig:
         return {k: v for k, v in self._values().items()
                 if k not in listed and k in defaults and v != defaults[k]}
 
+    def loop_objective(self) -> str:
+        """The objective the loop trains: ``ce`` with one expert (the three coincide)."""
+        return "ce" if self.model.n_experts == 1 else self.objective
+
     def loop_config(self, device: str, progress: bool = False):
         """The training loop's :class:`~moe_routing.model.TrainConfig` of the run on the
-        resolved ``device`` (``ce`` with one expert: the three objectives coincide; ``ce``
-        under the ``task_routed`` control: the oracle routes, no router is trained)."""
+        resolved ``device``, with the objective of :meth:`loop_objective`."""
         from ..model import TrainConfig
 
-        return TrainConfig(**asdict(self.train),
-                           objective="ce" if self.model.n_experts == 1
-                           or self.control == "task_routed" else self.objective,
+        return TrainConfig(**asdict(self.train), objective=self.loop_objective(),
                            seed=self.seed, device=device, amp=self.amp, progress=progress,
                            log_every=10)
 
@@ -267,6 +268,11 @@ class ExperimentConfig(NestedConfig):
                 "ExperimentConfig.control", self.control,
                 "'none' unless the objective is 'ce+router' with several experts and no "
                 "broken variant (a control changes the task-router loss)")
+
+    def loop_objective(self) -> str:
+        """``ce`` also under the ``task_routed`` control: the oracle routes, no router is
+        trained."""
+        return "ce" if self.control == "task_routed" else super().loop_objective()
 
     def as_dict(self) -> dict:
         """The flat mapping: :data:`KEY_FIELDS` in their order, then any later field of a

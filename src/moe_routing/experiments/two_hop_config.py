@@ -165,9 +165,6 @@ class TwoHopConfig(NestedConfig):
     device: str = "cpu"
     amp: bool = True
 
-    #: no control of the task-router loss (``NestedConfig.loop_config`` reads it): a two-hop
-    #: run trains its objective as named
-    control: ClassVar[str] = "none"
     _PARTS: ClassVar[dict[str, type]] = {"data": TwoHopData, "model": MoEShape,
                                          "train": TrainSchedule}
     _DEFAULTS: ClassVar[dict[str, dict]] = {

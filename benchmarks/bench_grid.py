@@ -29,8 +29,9 @@ import time
 
 import torch
 
-from moe_routing.experiments import executor as ex
-from moe_routing.experiments import grid_configs, run_grid
+from moe_routing.experiments.grid import executor as ex
+from moe_routing.experiments.task_routing.runs import grid_configs, run_grid
+from moe_routing.experiments.grid import ray_cluster
 
 #: the training chapter's smoke sizes; 400 steps: runs of a few seconds with one thread
 SMALL = dict(n_relations=8, n_pairs=20, n_templates=5, d_model=32, n_heads=4, d_expert=32,
@@ -94,7 +95,7 @@ def main() -> None:
 
     best = {"sequential": float("inf"), "sequential-1": float("inf"), "pool": float("inf"),
             "ray": float("inf")}
-    session = ex.ray_session(workers=n, threads=1) if with_ray else None
+    session = ray_cluster.ray_session(workers=n, threads=1) if with_ray else None
     if with_ray:
         t0 = time.perf_counter()
         session.__enter__()

@@ -38,9 +38,9 @@ def one_run(factored: bool, n_tasks: int, steps: int) -> dict:
     """Train the chapter's E = 7 CE run on ``n_tasks`` tasks for ``steps`` steps; ms/step."""
     import torch
 
-    from moe_routing.experiments import task_routing as tr
-    from moe_routing.experiments.plan import training_plan
-    from moe_routing.model import MoETransformer, TrainData
+    from moe_routing.experiments.task_routing.data import run_parts
+    from moe_routing.experiments.task_routing.plan import training_plan
+    from moe_routing.model import MoETransformer
 
     torch.set_num_threads(1)
     loop = importlib.import_module(TRAIN)
@@ -50,16 +50,13 @@ def one_run(factored: bool, n_tasks: int, steps: int) -> dict:
                          grid_experts=[7], d_model=32, n_heads=2, d_expert=8, steps=steps,
                          batch_size=128, lr=0.01, entity_codes=4, rule_power=False)
     cfg = next(c for c in plan.fig2 if c.objective == "ce")
-    ds = tr.experiment_dataset(cfg)
-    split = ds.encode_split("train")
-    data = TrainData.from_split(split)
-    mcfg = tr._model_config(cfg, ds, split)
-    tcfg = cfg.loop_config("cpu", False)
+    parts = run_parts(cfg, "cpu")
+    data, mcfg, tcfg = parts.data, parts.model, parts.loop
     torch.manual_seed(0)
     model = MoETransformer(mcfg)
     t0 = time.perf_counter()
     hist = loop.train(model, data, tcfg)
-    return {"ms_per_step": 1e3 * (time.perf_counter() - t0) / steps, "vocab": ds.vocab_size,
+    return {"ms_per_step": 1e3 * (time.perf_counter() - t0) / steps, "vocab": parts.dataset.vocab_size,
             "final_loss": hist.total[-1]}
 
 

@@ -77,7 +77,8 @@ def bench_symmetry_breaking(old_fraction: float) -> list[Row]:
     constant), so ``old_fraction`` is not needed here."""
     del old_fraction
     from moe_routing.landscape.symmetry import (TwoExpertGaussian, fastest_rate_times_tau,
-                                                gradient_flow, m_operator_mc, symmetric_start)
+                                                m_operator_mc)
+    from moe_routing.landscape.symmetry_flow import gradient_flow, symmetric_start
 
     p = paper_params("symmetry_breaking")
     d, n_flow, n_mc, steps = p["d"], p["n_flow"], p["n_mc"], p["steps"]

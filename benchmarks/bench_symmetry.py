@@ -16,8 +16,9 @@ import time
 import numpy as np
 import torch
 
-from moe_routing.landscape.symmetry import (TwoExpertGaussian, gradient_flow,
-                                            naive_gradient_flow_step, symmetric_start)
+from moe_routing.landscape.symmetry import TwoExpertGaussian
+from moe_routing.landscape.symmetry_flow import (gradient_flow, naive_gradient_flow_step,
+                                                 symmetric_start)
 
 
 def main() -> None:

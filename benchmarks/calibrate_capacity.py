@@ -95,9 +95,12 @@ import numpy as np
 import torch
 
 from moe_routing.atomic import atomic_write_json
-from moe_routing.experiments import ExperimentConfig, accuracy_interval, convergence
-from moe_routing.experiments.task_routing import (EVAL_POINTS, code_fingerprint,
-                                                  experiment_dataset)
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.accuracy import accuracy_interval
+from moe_routing.experiments.task_routing.runs import convergence
+from moe_routing.experiments.task_routing.runs import EVAL_POINTS
+from moe_routing.experiments.task_routing.config import code_fingerprint
+from moe_routing.experiments.task_routing.data import experiment_dataset
 from moe_routing.model import (IGNORE_INDEX, TrainData, build_and_train,
                                collect_routing, exact_match, parameter_count)
 from moe_routing.runtime import git_commit

@@ -33,7 +33,9 @@ import numpy as np
 
 from moe_routing.atomic import atomic_write_json
 from moe_routing.runtime import git_commit
-from moe_routing.experiments import ExperimentConfig, accuracy_interval, convergence, run_grid
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.accuracy import accuracy_interval
+from moe_routing.experiments.task_routing.runs import convergence, run_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 

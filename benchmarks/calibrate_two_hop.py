@@ -2,8 +2,8 @@
 
 Run:  .venv/bin/python benchmarks/calibrate_two_hop.py [--quick] [--out FILE]
 
-The default grid of :mod:`moe_routing.experiments.two_hop` — {1, 2 layers} × {ce, ce+lb,
-ce+router} × 2 seeds on the default :class:`~moe_routing.experiments.two_hop.TwoHopConfig`
+The default grid of :mod:`moe_routing.experiments.two_hop.runs` — {1, 2 layers} × {ce, ce+lb,
+ce+router} × 2 seeds on the default :class:`~moe_routing.experiments.two_hop.config.TwoHopConfig`
 (chains city → country → capital and country → language → script, 60 facts per relation,
 3 single-hop and 2–3 two-hop templates, d_model 64, 4 experts of 64 neurons, 800 steps) — is
 trained and, per cell (mean over seeds, 95 % interval of
@@ -36,8 +36,8 @@ import torch
 
 from moe_routing.atomic import atomic_write_json
 from moe_routing.runtime import git_commit
-from moe_routing.experiments.two_hop import (TwoHopConfig, run_two_hop_grid, two_hop_cells,
-                                             two_hop_grid)
+from moe_routing.experiments.two_hop.config import TwoHopConfig, two_hop_grid
+from moe_routing.experiments.two_hop.runs import run_two_hop_grid, two_hop_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -35,7 +35,9 @@ import numpy as np
 
 from moe_routing.atomic import atomic_write_json
 from moe_routing.runtime import git_commit
-from moe_routing.experiments import ExperimentConfig, accuracy_interval, convergence, run_grid
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.accuracy import accuracy_interval
+from moe_routing.experiments.task_routing.runs import convergence, run_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "build" / "calibration"
@@ -91,7 +93,7 @@ def main() -> None:
                 accuracy=iv.mean, accuracy_low=iv.low, accuracy_high=iv.high,
                 accuracies=[r["accuracy"] for r in res],
                 train_accuracy=float(np.mean([r["train_accuracy"] for r in res])),
-                # every run records it (moe_routing.experiments.data.experts_off_accuracy)
+                # every run records it (moe_routing.experiments.task_routing.data.experts_off_accuracy)
                 accuracy_experts_off=float(np.mean([r["accuracy_experts_off"] for r in res])),
                 acc_change_last_quarter=float(max(abs(convergence(r)["acc_change"])
                                                   for r in res)),

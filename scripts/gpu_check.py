@@ -105,52 +105,56 @@ def load_training_params(path: Path) -> dict:
 def grid_runs(p: dict) -> list:
     """The distinct training runs of the training chapter under these parameters (the
     library's ``training_plan``, which the chapter builds its runs with), one per training key."""
-    from moe_routing.experiments.plan import training_plan
+    from moe_routing.experiments.task_routing.plan import training_plan
 
     return training_plan(**{k: p[k] for k in PARAM_KEYS}).distinct()
 
 
 def probe_plan(p: dict, quick: bool, device: str) -> list[tuple[str, dict, object]]:
-    """(kind, the grid corner it stands for, the ExperimentConfig timed)."""
-    from moe_routing.experiments import ExperimentConfig
+    """(kind, the grid corner it stands for, the ExperimentConfig timed): the plan's own runs
+    (:func:`grid_runs`) at the grid's corners -- the task-router run with the fewest and with the
+    most tasks at the most experts, and the dense reference -- the longest of each where the
+    plan holds several (the learned and the fixed-code arm).  ``quick`` shrinks the sizes by
+    ``replace``: every other knob of the run (entity codes, controls, the schedule) stays the
+    chapter's."""
+    from moe_routing.experiments.task_routing.runs import run_cost
 
+    runs = grid_runs(p)
     kmin, kmax, emax = min(p["grid_tasks"]), max(p["grid_tasks"]), max(p["grid_experts"])
-    size = dict(n_relations=p["n_relations"], n_pairs=p["n_pairs"],
-                n_templates=p["n_templates"], d_model=p["d_model"], n_heads=p["n_heads"],
-                d_expert=p["d_expert"], batch_size=p["batch_size"], lr=p["lr"])
-    tasks, experts = (kmin, kmax), emax
-    if quick:
-        size.update({k: QUICK[k] for k in size if k in QUICK})
-        tasks, experts = (QUICK["fewest_tasks"], QUICK["most_tasks"]), QUICK["experts"]
-    plan = [("fewest tasks", dict(n_tasks=kmin, n_experts=emax, d_expert=p["d_expert"]),
-             ExperimentConfig.from_flat(n_tasks=tasks[0], n_experts=experts, objective="ce+router",
-                              device=device, **size)),
-            ("most tasks", dict(n_tasks=kmax, n_experts=emax, d_expert=p["d_expert"]),
-             ExperimentConfig.from_flat(n_tasks=tasks[1], n_experts=experts, objective="ce+router",
-                              device=device, **size))]
-    # the chapter always trains the dense reference
-    plan.append(("dense", dict(n_tasks=kmax, n_experts=1, d_expert=p["d_expert"] * emax),
-                 ExperimentConfig.from_flat(n_tasks=tasks[1], n_experts=1, objective="ce", device=device,
-                                  **{**size, "d_expert": size["d_expert"] * experts})))
+
+    def corner(n_tasks: int, n_experts: int, objective: str):
+        found = [c for c in runs if c.n_tasks == n_tasks and c.n_experts == n_experts
+                 and c.objective == objective and c.variant == "none" and c.control == "none"]
+        if not found:
+            refuse(f"the plan has no {objective} run with {n_tasks} tasks and {n_experts} experts")
+        return max(found, key=run_cost)
+
+    corners = [("fewest tasks", corner(kmin, emax, "ce+router")),
+               ("most tasks", corner(kmax, emax, "ce+router")),
+               ("dense", corner(kmax, 1, "ce"))]   # the chapter always trains the dense model
+    plan = []
+    for kind, cfg in corners:
+        stands_for = dict(n_tasks=cfg.n_tasks, n_experts=cfg.n_experts, d_expert=cfg.d_expert)
+        if quick:
+            small = {k: QUICK[k] for k in ("n_relations", "n_pairs", "n_templates", "d_model",
+                                           "n_heads", "batch_size")}
+            n_tasks = QUICK["fewest_tasks"] if kind == "fewest tasks" else QUICK["most_tasks"]
+            experts = 1 if kind == "dense" else QUICK["experts"]
+            d_expert = QUICK["d_expert"] * (QUICK["experts"] if kind == "dense" else 1)
+            cfg = cfg.replace(n_tasks=n_tasks, n_experts=experts, d_expert=d_expert, **small)
+        plan.append((kind, stands_for, cfg.replace(device=device)))
     return plan
 
 
 def _build(cfg, steps: int):
-    """Data, model config and training config exactly as ``run_experiment`` builds them."""
-    from moe_routing.experiments.task_routing import experiment_dataset
-    from moe_routing.model import MoEConfig, TrainConfig, TrainData
+    """Data, model config and training config as ``run_experiment`` builds them (the library's
+    ``run_parts``), with ``steps`` steps."""
+    from moe_routing.experiments.task_routing.data import run_parts
+    from moe_routing.model import TrainConfig
 
-    ds = experiment_dataset(cfg)
-    tr, te = ds.encode_split("train"), ds.encode_split("test")
-    data = TrainData.from_split(tr)
-    mcfg = MoEConfig(vocab_size=ds.vocab_size, max_len=tr.inputs.shape[1], d_model=cfg.d_model,
-                     n_heads=cfg.n_heads, n_experts=cfg.n_experts, d_expert=cfg.d_expert,
-                     top_k=1, gate="switch")
-    tcfg = TrainConfig(objective="ce" if cfg.n_experts == 1 else cfg.objective, lr=cfg.lr,
-                       steps=steps, batch_size=cfg.batch_size, warmup_steps=cfg.warmup_steps,
-                       lb_alpha=cfg.lb_alpha, router_alpha=cfg.router_alpha, seed=cfg.seed,
-                       device=cfg.device, amp=cfg.amp, progress=False, log_every=10)
-    return ds, te, data, mcfg, tcfg
+    parts = run_parts(cfg, cfg.device)
+    tcfg = TrainConfig(**{**parts.loop.as_dict(), "steps": steps, "progress": False})
+    return parts.dataset, parts.test, parts.data, parts.model, tcfg
 
 
 def _sync(device: str) -> None:
@@ -164,7 +168,7 @@ def measure(kind: str, stands_for: dict, cfg, steps: int, warmup: int) -> dict:
     """Train ``steps`` timed steps (after ``warmup`` untimed ones) and time the evaluations."""
     import torch
 
-    from moe_routing.experiments.task_routing import evaluate_run
+    from moe_routing.experiments.task_routing.data import evaluate_run
     from moe_routing.model import MoETransformer, TrainConfig, build_and_train, exact_match, train
 
     t0 = time.perf_counter()
@@ -236,7 +240,7 @@ def interpolate(x: float, x0: float, y0: float, x1: float, y1: float) -> float:
 
 def project(runs: list, probes: list[dict], p: dict) -> dict:
     """Each run's wall time from the probes: steps / rate + quarter evaluations + final one."""
-    from moe_routing.experiments.task_routing import EVAL_POINTS
+    from moe_routing.experiments.task_routing.runs import EVAL_POINTS
 
     by_kind = {q["kind"]: q for q in probes}
     moe = [by_kind[k] for k in ("fewest tasks", "most tasks") if k in by_kind]

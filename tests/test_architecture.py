@@ -8,6 +8,7 @@ tooling (checked on the source, and by importing every library module with the t
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,7 @@ def test_every_library_module_imports_with_the_tooling_hidden():
             "    importlib.import_module(m)\n"
             "print('ok')\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT / "tests")
+                         cwd=ROOT / "tests", env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
 
 
@@ -76,7 +77,10 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                 mod = (".".join(base[:len(base) - node.level + 1]
                                 + ([node.module] if node.module else []))
                        if node.level else node.module or "")
-                targets = [mod, *(f"{mod}.{a.name}" for a in node.names)]
+                # ``from . import sub``: the dependency is the sub-module (its package is the
+                # importer's own, imported before it anyway)
+                subs = [f"{mod}.{a.name}" for a in node.names if f"{mod}.{a.name}" in files]
+                targets = subs if len(subs) == len(node.names) else [mod, *subs]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
@@ -128,19 +132,111 @@ def test_no_import_circle_in_the_library_or_the_tooling(tmp_path):
     assert circles(import_graph(pkg)) == [["house.pdf", "house.staging"]]
 
 
-#: the most lines a library module may have: a module over it holds more than one idea (split it
-#: by concept, re-exporting the moved names from where they were)
-MAX_MODULE_LINES = 450
+def _module_name(root: Path, f: Path) -> str:
+    parts = [root.name, *f.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def module_lengths(root: Path = LIBRARY) -> dict[str, int]:
-    return {str(f.relative_to(root)): len(f.read_text(encoding="utf-8").splitlines())
-            for f in sorted(root.rglob("*.py"))}
+def _from_target(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if node.level:
+        return ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+    return node.module or ""
 
 
-def test_no_library_module_is_over_the_limit(tmp_path):
-    lengths = module_lengths()
-    assert {f: n for f, n in lengths.items() if n > MAX_MODULE_LINES} == {}
-    # the check sees a module that grows past the limit
-    (tmp_path / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
-    assert module_lengths(tmp_path) == {"big.py": MAX_MODULE_LINES + 1}
+def reexports(root: Path) -> list[str]:
+    """Names a module of ``root`` imports from the house only to hand them on: imported at
+    module level, never used in the module (or listed in its ``__all__``), and not a module
+    (a module imported for what importing it does, say a registry's builders, is used by being
+    imported).  A package's ``__init__`` is the one place that hands names on; a lazy
+    ``__getattr__`` outside it is a re-export too."""
+    files = {_module_name(root, f): f for f in sorted(root.rglob("*.py"))}
+    found = []
+    for m, f in files.items():
+        if f.name == "__init__.py":
+            continue
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        loaded = {n.id for n in ast.walk(tree)
+                  if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+        exported: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                found.append(f"{m}.__getattr__")
+            if (isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Tuple))
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)):
+                exported |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+        for node in tree.body:
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            target = _from_target(m, False, node)
+            if target.split(".")[0] != root.name:
+                continue
+            for a in node.names:
+                bound = a.asname or a.name
+                if f"{target}.{a.name}" in files:
+                    continue                                    # a module
+                if bound not in loaded or bound in exported:
+                    found.append(f"{m}: {bound} (from {target})")
+    return found
+
+
+def private_crossings(root: Path) -> list[str]:
+    """Private names (``_x``, not dunders) a module of ``root`` imports from a module of
+    another package: a helper private to a package stays in it (a name shared across packages is
+    public, and says so by its name)."""
+    files = {_module_name(root, f): f for f in sorted(root.rglob("*.py"))}
+    found = []
+    for m, f in files.items():
+        is_package = f.name == "__init__.py"
+        package = m if is_package else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            target = _from_target(m, is_package, node)
+            if target.split(".")[0] != root.name:
+                continue
+            home = target if target in files and files[target].name == "__init__.py" \
+                else target.rpartition(".")[0]
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__") and home != package:
+                    found.append(f"{m}: {a.name} (from {target})")
+    return found
+
+
+def test_only_a_package_face_hands_names_on(tmp_path):
+    for root in (LIBRARY, TOOLING):
+        assert reexports(root) == [], root.name
+    # the check sees a name handed on, one listed in __all__ and a lazy shim; it leaves alone a
+    # name the module uses, a module imported for its registration, and a package's face
+    pkg = tmp_path / "house"
+    (pkg / "parts").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .core import used\n")
+    (pkg / "parts" / "__init__.py").write_text("")
+    (pkg / "parts" / "builder.py").write_text("X = 1\n")
+    (pkg / "core.py").write_text("def used():\n    return 1\n\n\ndef other():\n    return 2\n")
+    (pkg / "user.py").write_text("from .core import used\nfrom .parts import builder\n\n"
+                                 "def f():\n    return used()\n")
+    assert reexports(pkg) == []
+    (pkg / "shim.py").write_text("from .core import other, used  # noqa: F401\n\n"
+                                 "__all__ = ['used']\n\n\ndef g():\n    return used()\n\n\n"
+                                 "def __getattr__(name):\n    return getattr(g, name)\n")
+    assert reexports(pkg) == ["house.shim.__getattr__", "house.shim: other (from house.core)",
+                              "house.shim: used (from house.core)"]
+
+
+def test_no_private_name_crosses_a_package(tmp_path):
+    for root in (LIBRARY, TOOLING):
+        assert private_crossings(root) == [], root.name
+    # the check sees a private helper taken from another package, a lazy import included; a
+    # helper shared inside one package is its own business
+    pkg = tmp_path / "house"
+    for sub in ("a", "b"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "helpers.py").write_text("def _helper():\n    return 1\n")
+    (pkg / "a" / "user.py").write_text("from .helpers import _helper\n")
+    assert private_crossings(pkg) == []
+    (pkg / "b" / "user.py").write_text("def f():\n    from ..a.helpers import _helper\n"
+                                       "    return _helper()\n")
+    assert private_crossings(pkg) == ["house.b.user: _helper (from house.a.helpers)"]

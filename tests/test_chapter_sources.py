@@ -65,11 +65,31 @@ def test_code_lines_skip_metadata_and_prose():
     assert list(code_lines(text)) == [(8, "x = 1")]
 
 
+def ledger_problems(text: str) -> list[str]:
+    """What keeps a chapter's verdict boxes from saying which scale measured them: a chapter
+    that records claims starts its ledger once, with ``begin(…, profile=profile, …)``."""
+    starts = re.findall(r"\bbegin\(([^)]*)\)", text)
+    if "ledger.record(" not in text:
+        return []
+    if len(starts) != 1:
+        return [f"{len(starts)} calls of begin( in a chapter that records claims"]
+    return [] if "profile=profile" in starts[0] else [f"begin({starts[0]}) without the profile"]
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_every_ledger_states_the_profile_its_numbers_come_from(path):
     """A verdict box must say which scale measured it (smoke, default or paper)."""
-    calls = re.findall(r"Ledger\(([^)]*)\)", path.read_text(encoding="utf-8"))
-    assert all("profile=profile" in c for c in calls), calls
+    assert ledger_problems(path.read_text(encoding="utf-8")) == []
+
+
+def test_the_ledger_check_sees_a_chapter_without_its_profile():
+    recording = 'ledger.record("A-x", measured="…", verdict=v)\n'
+    assert sum("ledger.record(" in p.read_text(encoding="utf-8") for p in CHAPTERS) >= 10
+    assert ledger_problems('ledger = begin("c", profile=profile)\n' + recording) == []
+    assert ledger_problems('ledger = begin("c", seed=0)\n' + recording) == [
+        'begin("c", seed=0) without the profile']
+    assert ledger_problems(recording) == ["0 calls of begin( in a chapter that records claims"]
+    assert ledger_problems("x = 1\n") == []
 
 
 def test_the_training_chapter_states_the_sizes_of_its_default_profile():

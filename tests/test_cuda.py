@@ -258,6 +258,27 @@ def test_gpu_check_quick_on_the_cpu(tmp_path):
     assert "projected" in res.stdout and str(runs) in res.stdout
 
 
+def test_gpu_check_times_the_chapters_own_runs():
+    """The probes are runs of the chapter's plan (entity codes, controls and schedule as the
+    chapter trains them), only moved to the device: a knob cannot drift between the two (the
+    paper profile's runs include the fixed-code arm, which the projection counts)."""
+    spec = importlib.util.spec_from_file_location("gpu_check", GPU_CHECK)
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    params = gpu_check.load_training_params(ROOT / "notebooks" / "params" / "paper.yaml")
+    runs = gpu_check.grid_runs(params)
+    probes = gpu_check.probe_plan(params, quick=False, device="cuda")
+    assert [kind for kind, _, _ in probes] == ["fewest tasks", "most tasks", "dense"]
+    for _kind, _corner, cfg in probes:
+        assert cfg.device == "cuda" and cfg.replace(device=runs[0].device) in runs
+    assert params["entity_codes"] is not None
+    assert any(c.entity_codes == params["entity_codes"] for c in runs)
+    # quick: smaller sizes, the chapter's other knobs kept
+    for (_, _, full), (_, _, small) in zip(probes, gpu_check.probe_plan(params, True, "cpu")):
+        assert small.entity_codes == full.entity_codes and small.steps == full.steps
+        assert small.n_pairs < full.n_pairs
+
+
 # ----------------------------------------------------------------------------- on the GPU
 def pair_of_models(seed: int, objective_cfg: dict):
     """The same weights as a CPU float64 model and a CUDA float32 model."""
@@ -442,7 +463,8 @@ def test_bf16_autocast_training_reaches_the_float32_loss():
 @pytest.mark.cuda
 @needs_cuda
 def test_gpu_name_reaches_the_provenance(tmp_path):
-    from moe_routing.experiments import ExperimentConfig, run_experiment
+    from moe_routing.experiments.task_routing.config import ExperimentConfig
+    from moe_routing.experiments.task_routing.runs import run_experiment
 
     name = torch.cuda.get_device_name()
     assert name and provenance("smoke", "cuda").device_name == name

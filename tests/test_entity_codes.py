@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from moe_routing.experiments import ExperimentConfig
-from moe_routing.experiments.data import model_config
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.task_routing.data import model_config
 from moe_routing.model import MoEConfig, MoETransformer, parameter_count
 from moe_routing.model.config import MoEShape
 
@@ -104,7 +104,7 @@ def test_an_experiment_codes_exactly_its_entities_and_keeps_old_keys():
     # a configuration without codes hashes the mapping it hashed before the field existed
     assert "entity_codes" not in plain.training_key()
     assert coded.training_key()["entity_codes"] == 4 and coded.key() != plain.key()
-    from moe_routing.experiments.task_routing import experiment_dataset
+    from moe_routing.experiments.task_routing.data import experiment_dataset
     ds = experiment_dataset(coded)
     mc = model_config(coded)
     assert mc.code_start == ds.vocab_size - ds.tokenizer.n_entity

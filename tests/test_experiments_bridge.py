@@ -9,11 +9,16 @@ import pytest
 import torch
 from scipy import special
 
+from moe_routing import atomic
 from moe_routing.boundary import risk_bound
-from moe_routing.experiments import bridge as br
-from moe_routing.experiments import task_routing as tr
-from moe_routing.experiments import (ExperimentConfig, load_model, result_path, run_experiment,
-                                     run_grid, weights_path)
+from moe_routing.experiments.bridge import margins as br
+from moe_routing.experiments.task_routing import runs as tr
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.task_routing.runs import load_model, run_experiment, run_grid
+from moe_routing.experiments.task_routing.store import result_path, weights_path
+from moe_routing.experiments.bridge import layers
+from moe_routing.experiments.bridge import soft_hard
+from moe_routing.experiments.task_routing import data
 
 pytestmark = pytest.mark.kernels
 
@@ -35,13 +40,13 @@ def run(tmp_path_factory):
         res = run_experiment(cfg, art)
     finally:
         torch.set_num_threads(old)
-    return cfg, art, res, load_model(cfg, art), tr.experiment_dataset(cfg)
+    return cfg, art, res, load_model(cfg, art), data.experiment_dataset(cfg)
 
 
 @pytest.fixture(scope="module")
 def soft(run):
     _, _, _, model, ds = run
-    return br.soft_vs_hard(model, ds, TAUS)
+    return soft_hard.soft_vs_hard(model, ds, TAUS)
 
 
 # ----------------------------------------------------------------------------- weights
@@ -53,7 +58,7 @@ def test_weights_reload_the_measured_model(run):
     # the reloaded model reproduces every cached measurement exactly
     with torch.no_grad():
         again = json.loads(json.dumps(tr.evaluate_run(model, ds, cfg.n_experts),
-                                      default=tr._jsonable))
+                                      default=atomic.jsonable))
     on_disk = json.loads(result_path(cfg, art).read_text())
     for k in tr.REPRODUCED_KEYS:
         if k in again:
@@ -104,10 +109,10 @@ def test_collapsed_variant_reloads_as_measured(tmp_path):
     model = load_model(cfg, tmp_path)
     assert model.knockout_mode == "reroute" and (model.expert_alive == 0).sum() == 2
     with torch.no_grad():
-        again = tr.evaluate_run(model, tr.experiment_dataset(cfg), cfg.n_experts)
+        again = tr.evaluate_run(model, data.experiment_dataset(cfg), cfg.n_experts)
     assert again["routing_all"]["counts"] == res["routing_all"]["counts"]
     with pytest.raises(ValueError, match="all experts alive"):
-        br.router_margins(model, tr.experiment_dataset(cfg))
+        br.router_margins(model, data.experiment_dataset(cfg))
 
 
 def test_corrupt_or_foreign_weights_are_refused_naming_the_file(run, tmp_path):
@@ -171,9 +176,9 @@ def test_bad_arguments_are_named(run):
     with pytest.raises(ValueError, match="MoETransformer"):
         br.router_margins("model", ds)
     with pytest.raises(ValueError, match="taus"):
-        br.soft_vs_hard(model, ds, [0.1, 0.0])
+        soft_hard.soft_vs_hard(model, ds, [0.1, 0.0])
     with pytest.raises(ValueError, match="constants.*exactly one of"):
-        br.bound_check(np.ones(2), 1.0, 1.0, dict(n_experts=3, B=1.0), taus=[0.1, 0.2])
+        soft_hard.bound_check(np.ones(2), 1.0, 1.0, dict(n_experts=3, B=1.0), taus=[0.1, 0.2])
 
 
 # ----------------------------------------------------------------------------- boundary mass
@@ -204,7 +209,7 @@ def test_soft_mixture_tends_to_hard_routing_and_to_the_uniform_mixture(run):
     cfg, _, _, model, ds = run
     te = ds.encode_split("test")
     sel = te.loss_mask
-    out = br.mixture_logits(model, te.inputs, sel, [1e-4, 1e-2, 1e7])
+    out = soft_hard.mixture_logits(model, te.inputs, sel, [1e-4, 1e-2, 1e7])
     a = out["router_logits"].numpy()
     s = np.sort(a, axis=1)
     margin = s[:, -1] - s[:, -2]
@@ -214,7 +219,7 @@ def test_soft_mixture_tends_to_hard_routing_and_to_the_uniform_mixture(run):
     assert far.mean() > 0.9 and err[0][far].max() < 1e-12
     assert np.all(err[0] <= err[1] + 1e-15)                     # and it gets there as τ falls
     # τ large: the uniform mixture Σ_k FF_k / K, through the model's own dispatch
-    m = br._float64(model)
+    m = layers._float64(model)
     with torch.no_grad():
         o = m(te.inputs, return_internals=True)
         a1 = o.resid_mid[sel]
@@ -255,7 +260,7 @@ def test_abs_gap_of_the_mixture_of_losses_is_exact_far_below_rounding(run):
     _, _, _, model, ds = run
     d = br.router_margins(model, ds, positions="object").margins
     tau = float(np.quantile(d, 0.5)) / 200
-    sh = br.soft_vs_hard(model, ds, [tau, 2 * tau, 4 * tau])
+    sh = soft_hard.soft_vs_hard(model, ds, [tau, 2 * tau, 4 * tau])
     assert np.all(sh.abs_gap_losses > 0) and sh.abs_gap_losses[0] < 1e-20
 
 
@@ -269,7 +274,7 @@ def test_resolving_taus_read_the_margins_where_their_exponent_was_fitted(run, so
     np.testing.assert_allclose(g.widths, np.quantile(om.margins, levels))
     np.testing.assert_allclose(g.taus, g.widths / g.bm.alpha)
     assert g.bm.fitted.all() and g.bm.C_m == br.margin_tail_constant(om.margins, g.bm.alpha)
-    sh = br.soft_vs_hard(model, ds, g.taus)
+    sh = soft_hard.soft_vs_hard(model, ds, g.taus)
     assert np.all(sh.abs_gap_losses > 0)
     # an exact power law BM(w) = (w/w0)^α: the grid's α is its exponent
     rng = np.random.default_rng(0)
@@ -302,11 +307,11 @@ def test_bound_holds_for_the_measured_positions(soft):
     it holds for the mixture of predictions."""
     for alpha in (0.5, 1.0, 2.0):
         C_m = br.margin_tail_constant(soft.margins, alpha)
-        losses = br.bound_check(soft, alpha, C_m, dict(n_experts=soft.n_experts,
+        losses = soft_hard.bound_check(soft, alpha, C_m, dict(n_experts=soft.n_experts,
                                                        loss_range=soft.loss_range))
         np.testing.assert_array_equal(losses.gap, soft.abs_gap_losses)
         assert losses.below and np.all(losses.ratio <= 1)
-        pred = br.bound_check(soft, alpha, C_m, dict(n_experts=soft.n_experts,
+        pred = soft_hard.bound_check(soft, alpha, C_m, dict(n_experts=soft.n_experts,
                                                      M=soft.envelope))
         assert pred.below
         want = (soft.n_experts - 1) * soft.envelope * C_m * special.gamma(1 + alpha) \
@@ -317,13 +322,13 @@ def test_bound_holds_for_the_measured_positions(soft):
 def test_bound_check_forms_rate_and_a_violation():
     taus = np.logspace(-3, -1, 8)
     gap = 0.3 * taus ** 0.7 * np.exp(0.01 * np.sin(np.arange(8)))
-    sq = br.bound_check(gap, 0.7, 2.0, dict(n_experts=4, B=1.0, B_star=0.5), taus=taus)
+    sq = soft_hard.bound_check(gap, 0.7, 2.0, dict(n_experts=4, B=1.0, B_star=0.5), taus=taus)
     np.testing.assert_allclose(sq.bound, risk_bound(taus, 4, 1.0, 0.5, 2.0, 0.7), rtol=1e-12)
     assert sq.below and sq.rate_matches and sq.slope == pytest.approx(0.7, abs=0.02)
     assert sq.M == pytest.approx(4 * 1.0 * 1.5)
-    wrong = br.bound_check(gap, 1.0, 2.0, dict(n_experts=4, B=1.0, B_star=0.5), taus=taus)
+    wrong = soft_hard.bound_check(gap, 1.0, 2.0, dict(n_experts=4, B=1.0, B_star=0.5), taus=taus)
     assert not wrong.rate_matches
-    tight = br.bound_check(gap, 0.7, 1e-3, dict(n_experts=2, M=1.0), taus=taus)
+    tight = soft_hard.bound_check(gap, 0.7, 1e-3, dict(n_experts=2, M=1.0), taus=taus)
     assert not tight.below and tight.ratio.max() > 1
 
 
@@ -343,4 +348,4 @@ def test_a_top_two_model_is_measured_at_its_boundary_and_refused_by_soft_vs_hard
     assert np.allclose(m1.margins, s[:, -1] - s[:, -2])
     assert not np.allclose(m1.margins, m2.margins)
     with pytest.raises(ValueError, match="model.config.top_k"):
-        br.soft_vs_hard(top2, ds, TAUS)
+        soft_hard.soft_vs_hard(top2, ds, TAUS)

@@ -1,4 +1,4 @@
-"""moe_routing.experiments.hf_routing: the Mixtral-style runs beside the library's model.
+"""moe_routing.experiments.hf_routing.runs: the Mixtral-style runs beside the library's model.
 
 A tiny real run (seconds): its dataclasses against a direct computation from the router
 logits, the cache hit on a second call (and a miss when the configuration changes), the
@@ -17,8 +17,10 @@ import torch
 
 from moe_routing import hf
 from moe_routing import routing_metrics as rm
-from moe_routing.experiments import hf_routing as hr
-from moe_routing.experiments.task_routing import ExperimentConfig, experiment_dataset
+from moe_routing.experiments.hf_routing import runs as hr
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.task_routing.data import experiment_dataset
+from moe_routing.experiments.hf_routing import measure
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
                                 reason="transformers is not installed (the 'hf' extra)")
@@ -87,7 +89,7 @@ def test_a_run_agrees_with_a_direct_computation(ds):
             node = int(enc.prefix_node[i, p]) if p < enc.prefix_node.shape[1] - 1 else -1
             flat.append(p < int(enc.lengths[i]) - 1 and not bool(ds.trie.ambiguous[max(node, 0)]))
     det = np.array(flat)
-    assert np.array_equal(det, hr.determined_positions(ds, test))
+    assert np.array_equal(det, measure.determined_positions(ds, test))
     task = test.task_per_token.numpy()[det]
     for l, lay in enumerate(layers):
         a = logits[l].numpy()[det].astype(np.float64)

@@ -6,12 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from moe_routing.experiments import config as config_module
-from moe_routing.experiments.data import task_selection
-from moe_routing.experiments import task_routing as tr
-from moe_routing.experiments import (ExperimentConfig, convergence, grid_configs, load_result,
-                                     result_path, results_frame, run_experiment, run_grid)
+from moe_routing.experiments.task_routing import config as config_module
+from moe_routing.experiments.task_routing.data import task_selection
+from moe_routing.experiments.task_routing import runs as tr
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.task_routing.runs import (convergence, grid_configs, results_frame,
+                                                       run_experiment, run_grid)
+from moe_routing.experiments.task_routing.store import load_result, result_path
 from moe_routing.model import MoEConfig, TrainConfig, TrainData, build_and_train
+from moe_routing.experiments.task_routing import config
+from moe_routing.experiments.task_routing import data
 
 pytestmark = pytest.mark.kernels
 
@@ -192,7 +196,7 @@ def train_weights(n_experts: int, objective: str):
     """A real training run (no cache, no sharing): the flat weights and the CE history."""
     cfg = ExperimentConfig.from_flat(n_tasks=3, n_experts=n_experts, objective=objective, steps=30,
                            **TINY)
-    ds = tr.experiment_dataset(cfg)
+    ds = data.experiment_dataset(cfg)
     split = ds.encode_split("train")
     mcfg = MoEConfig(vocab_size=ds.vocab_size, max_len=split.inputs.shape[1], d_model=16,
                      n_heads=2, n_experts=n_experts, d_expert=16, top_k=1, gate="switch")
@@ -261,7 +265,7 @@ def test_cache_key_depends_on_the_code(monkeypatch):
     pipeline): the key changes with the package's code fingerprint."""
     cfg = ExperimentConfig.from_flat(n_tasks=2, n_experts=3, objective="ce", **TINY)
     before = cfg.key()
-    assert len(tr.code_fingerprint()) == 16
+    assert len(config.code_fingerprint()) == 16
     monkeypatch.setattr(config_module, "code_fingerprint", lambda: "0" * 16)
     assert cfg.key() != before
 
@@ -365,7 +369,7 @@ def test_collapsed_variant_reads_its_trained_ce_run_back(tmp_path, monkeypatch):
     collapsed run trained afresh measures (training is bit-identical on one machine); without
     them it trains."""
     import moe_routing.model as model_api
-    from moe_routing.experiments import task_routing as tr_mod
+    from moe_routing.experiments.task_routing import runs as tr_mod
 
     ce = ExperimentConfig.from_flat(n_tasks=3, n_experts=3, objective="ce", steps=24, lr=1e-2,
                                     **TINY)

@@ -9,9 +9,11 @@ import pytest
 import torch
 
 import moe_routing.model as model_pkg
-from moe_routing.experiments import two_hop as th
-from moe_routing.experiments import (TwoHopConfig, run_two_hop, run_two_hop_grid, two_hop_cells,
-                                     two_hop_frame, two_hop_grid)
+from moe_routing.experiments.two_hop import runs as th
+from moe_routing.experiments.two_hop.config import TwoHopConfig, two_hop_grid
+from moe_routing.experiments.two_hop.runs import (run_two_hop, run_two_hop_grid, two_hop_cells,
+                                                  two_hop_frame)
+from moe_routing.experiments.two_hop import config
 
 pytestmark = pytest.mark.kernels
 
@@ -64,15 +66,15 @@ def test_a_chain_without_default_templates_needs_them():
 def test_config_parts_keys_and_json_round_trip():
     cfg = tiny(n_layers=1, objective="ce+lb", seed=3)
     assert (cfg.model.n_layers, cfg.objective, cfg.seed) == (1, "ce+lb", 3)
-    assert cfg.data.chain_templates == tuple(th.DEFAULT_TEMPLATES[c] for c in cfg.data.chains)
+    assert cfg.data.chain_templates == tuple(config.DEFAULT_TEMPLATES[c] for c in cfg.data.chains)
     # other chains take their own default templates; the key holds the text
     other = cfg.replace(chains=(("P17", "P38"),))
-    assert other.data.chain_templates == (th.DEFAULT_TEMPLATES[("P17", "P38")],)
-    assert cfg.training_key()["data"]["templates"][0] == list(th.DEFAULT_TEMPLATES[("P17", "P36")])
-    explicit = cfg.replace(templates=tuple(th.DEFAULT_TEMPLATES[c] for c in cfg.data.chains))
+    assert other.data.chain_templates == (config.DEFAULT_TEMPLATES[("P17", "P38")],)
+    assert cfg.training_key()["data"]["templates"][0] == list(config.DEFAULT_TEMPLATES[("P17", "P36")])
+    explicit = cfg.replace(templates=tuple(config.DEFAULT_TEMPLATES[c] for c in cfg.data.chains))
     assert explicit.key() == cfg.key()                   # the defaults, spelt out: the same run
     reworded = cfg.replace(templates=(("⋆1 lies in a land ruled from ⋆2.", "⋆1: ⋆2."),
-                                      th.DEFAULT_TEMPLATES[("P37", "P282")]))
+                                      config.DEFAULT_TEMPLATES[("P37", "P282")]))
     assert reworded.key() != cfg.key()
     assert cfg.replace(n_layers=np.int64(1)) == cfg                 # NumPy scalars accepted
     back = TwoHopConfig(**json.loads(json.dumps(cfg.as_dict())))   # from a result's config
@@ -316,7 +318,7 @@ def test_the_copy_baseline_counts_copyable_queries_where_they_are_held_out():
         m = th.evaluate_two_hop(model, ds, parts, cfg.model.n_experts)
     leaked = sum(h.object == h.bridge for h in ds.held_out_compositions())
     assert leaked == 2                                     # Morocco → Arabic → Arabic, …
-    n_tpl = len(th.DEFAULT_TEMPLATES[("P37", "P282")])
+    n_tpl = len(config.DEFAULT_TEMPLATES[("P37", "P282")])
     assert sum(m["copy_bridge_correct"]) >= leaked * min(n_tpl, 2)
     assert m["copyable_fraction"] == pytest.approx(np.mean(m["copy_bridge_correct"]))
     assert m["copy_bridge_baseline"] > 0
@@ -348,7 +350,7 @@ def test_a_corrupt_cache_file_is_redone(tiny_run, tmp_path, monkeypatch, caplog,
     real = model_pkg.build_and_train
     monkeypatch.setattr(model_pkg, "build_and_train",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
-    with caplog.at_level(logging.WARNING, logger="moe_routing.experiments.two_hop"):
+    with caplog.at_level(logging.WARNING, logger="moe_routing.experiments.two_hop.runs"):
         redone = run_two_hop(cfg, tmp_path)
     assert calls == [1] and redone["cached"] is False
     assert [rec.getMessage() for rec in caplog.records if str(path) in rec.getMessage()]

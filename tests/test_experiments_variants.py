@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from moe_routing import routing_metrics as rm
-from moe_routing.experiments import ExperimentConfig
-from moe_routing.experiments.plan import training_plan
-from moe_routing.experiments.power import VARIANT_NAMES
-from moe_routing.experiments.task_routing import VARIANTS
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.task_routing.plan import training_plan
+from moe_routing.experiments.task_routing.power import VARIANT_NAMES
+from moe_routing.experiments.task_routing.config import VARIANTS
 
 # the experts-off measurement runs a model: a number the CPU's kernels compute
 pytestmark = pytest.mark.kernels
@@ -137,10 +137,10 @@ def test_reachable_diagonal_is_one_when_groups_determine_the_expert():
 def test_experts_off_accuracy_switches_every_expert_off_and_puts_the_state_back():
     """The witness that the experts hold facts: exact match with every expert zeroed; a
     collapsed variant's reroute state survives the measurement."""
-    from moe_routing.experiments.data import experts_off_accuracy
-    from moe_routing.experiments.task_routing import _object_targets, experiment_dataset
+    from moe_routing.experiments.task_routing.data import experts_off_accuracy
+    from moe_routing.experiments.task_routing.data import _object_targets, experiment_dataset
     from moe_routing.model import MoETransformer, exact_match
-    from moe_routing.experiments.data import model_config
+    from moe_routing.experiments.task_routing.data import model_config
 
     cfg = ExperimentConfig.from_flat(**{**BASE, "objective": "ce"})
     te = experiment_dataset(cfg).encode_split("test")

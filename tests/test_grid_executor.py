@@ -1,4 +1,4 @@
-"""Where a training grid runs (moe_routing.experiments.executor): every backend gives the results
+"""Where a training grid runs (moe_routing.experiments.grid.executor): every backend gives the results
 of a serial loop, isolates a failing run, resumes an interrupted grid, and refuses a bad choice
 in one line before any run starts.  The SLURM backend is tested through submitit's local
 executor (the same pickled jobs and job files, run as subprocesses of this machine); the Ray
@@ -18,9 +18,14 @@ import re
 import pytest
 import torch
 
-from moe_routing.experiments import ExperimentConfig, GridError, grid_configs, run_grid
-from moe_routing.experiments import executor as ex
-from moe_routing.experiments import task_routing as tr
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.grid.tasks import GridError
+from moe_routing.experiments.task_routing.runs import grid_configs, run_grid
+from moe_routing.experiments.grid import executor as ex
+from moe_routing.experiments.task_routing import runs as tr
+from moe_routing.experiments.grid import local
+from moe_routing.experiments.grid import ray_cluster
+from moe_routing.experiments.grid import slurm
 
 TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
             batch_size=32, warmup_steps=2, steps=6)
@@ -46,8 +51,8 @@ needs_submitit = pytest.mark.skipif(not submitit_installed, reason="the submitit
 def one_thread_no_env(monkeypatch):
     """One torch thread in this process (the serial reference and the thread count handed to
     workers) and no grid settings from the environment."""
-    for var in (ex.ENV_EXECUTOR, ex.ENV_WORKERS, "RAY_ADDRESS", ex.ENV_SLURM_CLUSTER,
-                ex.ENV_SLURM_FOLDER, ex.ENV_SLURM_PARAMS):
+    for var in (ex.ENV_EXECUTOR, ex.ENV_WORKERS, "RAY_ADDRESS", slurm.ENV_SLURM_CLUSTER,
+                slurm.ENV_SLURM_FOLDER, slurm.ENV_SLURM_PARAMS):
         monkeypatch.delenv(var, raising=False)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -181,18 +186,18 @@ def test_submitit_missing_is_one_line_naming_the_extra(monkeypatch, no_training,
 @needs_submitit
 @pytest.mark.parametrize("env,name,words", [
     ({}, "executor", "sbatch on the PATH (none here)"),                 # no SLURM on this machine
-    ({ex.ENV_SLURM_CLUSTER: "pbs"}, ex.ENV_SLURM_CLUSTER, "'slurm', 'local'"),
-    ({ex.ENV_SLURM_CLUSTER: "local", ex.ENV_SLURM_PARAMS: "partition=gpu"}, ex.ENV_SLURM_PARAMS,
+    ({slurm.ENV_SLURM_CLUSTER: "pbs"}, slurm.ENV_SLURM_CLUSTER, "'slurm', 'local'"),
+    ({slurm.ENV_SLURM_CLUSTER: "local", slurm.ENV_SLURM_PARAMS: "partition=gpu"}, slurm.ENV_SLURM_PARAMS,
      "a JSON object"),
-    ({ex.ENV_SLURM_CLUSTER: "local", ex.ENV_SLURM_PARAMS: '["gpu"]'}, ex.ENV_SLURM_PARAMS,
+    ({slurm.ENV_SLURM_CLUSTER: "local", slurm.ENV_SLURM_PARAMS: '["gpu"]'}, slurm.ENV_SLURM_PARAMS,
      "a JSON object"),
-    ({ex.ENV_SLURM_CLUSTER: "local", ex.ENV_SLURM_PARAMS: '{"partitoin": "gpu"}'},
-     ex.ENV_SLURM_PARAMS, "parameters submitit accepts"),
+    ({slurm.ENV_SLURM_CLUSTER: "local", slurm.ENV_SLURM_PARAMS: '{"partitoin": "gpu"}'},
+     slurm.ENV_SLURM_PARAMS, "parameters submitit accepts"),
 ])
 def test_a_bad_slurm_setting_is_one_line_before_any_job(env, name, words, monkeypatch,
                                                        no_training, tmp_path):
-    monkeypatch.setattr(ex.shutil, "which", lambda _cmd: None)
-    monkeypatch.setenv(ex.ENV_SLURM_FOLDER, str(tmp_path / "jobs"))
+    monkeypatch.setattr(slurm.shutil, "which", lambda _cmd: None)
+    monkeypatch.setenv(slurm.ENV_SLURM_FOLDER, str(tmp_path / "jobs"))
     for var, value in env.items():
         monkeypatch.setenv(var, value)
     with pytest.raises(ValueError) as err:
@@ -269,8 +274,8 @@ def test_interrupted_grid_resumes_and_a_failing_run_loses_no_other(which, serial
     cancelled)."""
     executor, workers = which
     if executor == "slurm":
-        monkeypatch.setenv(ex.ENV_SLURM_CLUSTER, "local")
-        monkeypatch.setenv(ex.ENV_SLURM_FOLDER, str(tmp_path / "jobs"))
+        monkeypatch.setenv(slurm.ENV_SLURM_CLUSTER, "local")
+        monkeypatch.setenv(slurm.ENV_SLURM_FOLDER, str(tmp_path / "jobs"))
     if executor == "ray":
         import ray
 
@@ -321,10 +326,10 @@ def test_finished_runs_are_never_trained_again(serial, tmp_path, monkeypatch):
 
 
 def test_local_workers_spread_round_robin_over_the_gpus():
-    assert [ex.gpu_of_worker(i, 4) for i in range(6)] == [0, 1, 2, 3, 0, 1]
-    assert [ex.gpu_of_worker(i, 1) for i in range(3)] == [0, 0, 0]
+    assert [local.gpu_of_worker(i, 4) for i in range(6)] == [0, 1, 2, 3, 0, 1]
+    assert [local.gpu_of_worker(i, 1) for i in range(3)] == [0, 0, 0]
     with pytest.raises(ValueError, match="n_gpus"):
-        ex.gpu_of_worker(0, 0)
+        local.gpu_of_worker(0, 0)
 
 
 @pytest.mark.cuda
@@ -361,7 +366,7 @@ def test_ray_workers_import_the_package_the_grid_carries(tmp_path):
     import moe_routing
 
     package = Path(moe_routing.__file__).parent
-    assert ex.ray_runtime_env()["py_modules"] == [str(package)]
+    assert ray_cluster.ray_runtime_env()["py_modules"] == [str(package)]
     assert not ray.is_initialized(), "a connected Ray instance would be used as it is"
     cloudpickle.register_pickle_by_value(sys.modules[__name__])   # _imported_from by value:
     # the workers cannot import this test module

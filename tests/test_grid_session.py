@@ -1,4 +1,4 @@
-"""A chapter's training session (moe_routing.experiments.session): its choices are checked
+"""A chapter's training session (moe_routing.experiments.grid.session): its choices are checked
 before anything trains, its grids read cached runs back from the folders the pipeline injects,
 its progress lines reach stderr while it is open and stop when it closes."""
 
@@ -10,10 +10,11 @@ import time
 import pytest
 import torch
 
-from moe_routing.experiments import executor as ex
-from moe_routing.experiments import grid_configs
-from moe_routing.experiments import task_routing as tr
-from moe_routing.experiments.session import GridSession, cpu_seconds
+from moe_routing.experiments.grid import executor as ex
+from moe_routing.experiments.task_routing.runs import grid_configs
+from moe_routing.experiments.task_routing import runs as tr
+from moe_routing.experiments.grid.session import GridSession, cpu_seconds
+from moe_routing.experiments.grid import tasks
 
 TINY = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
             batch_size=32, warmup_steps=2, steps=6)
@@ -62,7 +63,7 @@ def test_runs_are_read_back_from_the_injected_folders_and_nothing_retrains(tmp_p
     assert [r["key"] for r in rows] == [r["key"] for r in trained]
     assert all(tr.result_path(c, again).is_file() for c in CFGS)   # copied into the new folder
     # without the folders, the same grid would train (and here fail)
-    with GridSession(workers=1) as s, pytest.raises(ex.GridError, match="trained again"):
+    with GridSession(workers=1) as s, pytest.raises(tasks.GridError, match="trained again"):
         s.run_grid(CFGS, tmp_path / "elsewhere")
 
 
@@ -108,7 +109,7 @@ def test_the_sessions_threads_reach_the_grids_plan(monkeypatch):
     """A session of one thread per run plans its grids so even when the kernel runs two
     torch threads (the two-hop chapter ran 1 at once × 2 threads before: the session's
     threads were not handed on)."""
-    from moe_routing.experiments import grid as grid_module
+    from moe_routing.experiments.grid import runner as grid_module
 
     planned = []
     def spy(_runs, _configs, _artifacts_dir, how, **_kw):
@@ -147,7 +148,7 @@ def test_runs_start_longest_first_and_rows_keep_the_configurations_order(monkeyp
     """With a cost, the grid runner hands the executor the runs longest first (ties in the
     configurations' order); the rows come back in the configurations' order. Without one,
     the runs start in the configurations' order."""
-    from moe_routing.experiments import grid as grid_module
+    from moe_routing.experiments.grid import runner as grid_module
 
     cfgs = [_Cfg("short", 1), _Cfg("long", 9), _Cfg("mid-a", 5), _Cfg("mid-b", 5), _Cfg("zero", 0)]
     started = []

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from moe_routing import hf
+from moe_routing.hf import routers as routers_module
 from moe_routing.boundary.margin import top_two_margin
 from moe_routing.knowledge import KnowledgeDataset, KnowledgeTask
 from moe_routing.model.losses import load_balancing_loss
@@ -332,7 +333,7 @@ def test_the_load_balancing_normalisations_compared(model, ds):
     lb_fn = hf.own_load_balancing_loss(model)
     b = hf.knowledge_batch(ds, model, "train").rows(torch.arange(8))
     routers = hf.router_modules(model)
-    with torch.no_grad(), hf._RouterTap(routers) as tap:
+    with torch.no_grad(), routers_module._RouterTap(routers) as tap:
         out = model(b.input_ids, attention_mask=b.attention_mask, output_router_logits=True)
         exact = tap.take(model)
     e, k = model.config.num_local_experts, model.config.num_experts_per_tok

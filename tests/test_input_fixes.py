@@ -30,10 +30,11 @@ import pytest
 import torch
 
 from moe_routing import validation as check
-from moe_routing.experiments import bridge as br
-from moe_routing.experiments import router_temperature_fits as fits
-from moe_routing.experiments.two_hop_config import two_hop_grid
+from moe_routing.experiments.bridge import margins as br
+from moe_routing.experiments.bridge import temperature_fits as fits
+from moe_routing.experiments.two_hop.config import two_hop_grid
 from moe_routing.model.losses import router_z_loss
+from moe_routing.experiments.bridge import soft_hard
 
 pytestmark = pytest.mark.kernels
 
@@ -94,12 +95,12 @@ TAUS = np.array([0.01, 0.02, 0.05, 0.1])
 @pytest.mark.parametrize("key", ["M", "loss_range"])
 def test_bound_check_with_no_pointwise_gap_gives_a_zero_bound(key):
     gap = np.array([0.0, 1e-3, 2e-3, 0.0])
-    chk = br.bound_check(gap, 1.0, 2.0, {"n_experts": 3, key: 0.0}, taus=TAUS)
+    chk = soft_hard.bound_check(gap, 1.0, 2.0, {"n_experts": 3, key: 0.0}, taus=TAUS)
     # before: ratio 0 where the gap is positive (a violated bound read as a tight one)
     np.testing.assert_array_equal(chk.bound, 0.0)
     np.testing.assert_array_equal(chk.ratio, [0.0, np.inf, np.inf, 0.0])
     assert not chk.below
-    zero = br.bound_check(np.zeros(4), 1.0, float("inf"), {"n_experts": 3, key: 0.0}, taus=TAUS)
+    zero = soft_hard.bound_check(np.zeros(4), 1.0, float("inf"), {"n_experts": 3, key: 0.0}, taus=TAUS)
     assert zero.below and np.all(zero.bound == 0) and np.all(zero.ratio == 0)
 
 
@@ -109,15 +110,15 @@ def test_bound_check_accepts_the_infinite_tail_constant_of_a_zero_margin():
     gap = np.array([1e-3, 2e-3, 5e-3, 1e-2])
     for constants in ({"n_experts": 3, "M": 2.0}, {"n_experts": 3, "loss_range": 1.5},
                       {"n_experts": 3, "B": 1.0, "B_star": 0.5}):
-        chk = br.bound_check(gap, 1.0, C_m, constants, taus=TAUS)     # before: refused
+        chk = soft_hard.bound_check(gap, 1.0, C_m, constants, taus=TAUS)     # before: refused
         assert chk.C_m == math.inf and chk.below
         np.testing.assert_array_equal(chk.bound, np.inf)
         np.testing.assert_array_equal(chk.ratio, 0.0)
     for bad in (float("nan"), -math.inf, 0.0, -1.0, "inf"):
         with pytest.raises(ValueError, match=r"^C_m = .*finite, or inf"):
-            br.bound_check(gap, 1.0, bad, {"n_experts": 3, "M": 1.0}, taus=TAUS)
+            soft_hard.bound_check(gap, 1.0, bad, {"n_experts": 3, "M": 1.0}, taus=TAUS)
     # a finite C_m gives the numbers it gave before
-    chk = br.bound_check(gap, 1.0, 2.0, {"n_experts": 3, "M": 1.0}, taus=TAUS)
+    chk = soft_hard.bound_check(gap, 1.0, 2.0, {"n_experts": 3, "M": 1.0}, taus=TAUS)
     np.testing.assert_allclose(chk.bound, 2 * 1.0 * 2.0 * TAUS, rtol=1e-15)
     np.testing.assert_allclose(chk.ratio, gap / chk.bound, rtol=1e-15)
 
@@ -125,11 +126,11 @@ def test_bound_check_accepts_the_infinite_tail_constant_of_a_zero_margin():
 def test_bound_check_is_the_bound_where_a_factor_alone_leaves_float64():
     t = np.array([1e-5, 0.1])
     # M·C_m = 1e310 overflows, the bound 2·1e310·τ does not at τ = 1e-5 (before: inf)
-    chk = br.bound_check(np.ones(2), 1.0, 1e10, {"n_experts": 3, "M": 1e300}, taus=t)
+    chk = soft_hard.bound_check(np.ones(2), 1.0, 1e10, {"n_experts": 3, "M": 1e300}, taus=t)
     assert chk.bound[0] == pytest.approx(2e305, rel=1e-12) and chk.bound[1] == math.inf
     assert chk.ratio[0] == pytest.approx(0.5e-305, rel=1e-12) and chk.below
     # Γ(1 + α) = inf for α = 200, while Γ(201)·0.1^200 ≈ 1.58e175 (before: inf)
-    big = br.bound_check(np.ones(2), 200.0, 1.0, {"n_experts": 2, "M": 1.0}, taus=t)
+    big = soft_hard.bound_check(np.ones(2), 200.0, 1.0, {"n_experts": 2, "M": 1.0}, taus=t)
     assert big.bound[1] == pytest.approx(math.exp(math.lgamma(201) - 200 * math.log(10)),
                                          rel=1e-10)
     assert big.bound[0] == 0.0 and big.ratio[0] == math.inf and not big.below
@@ -261,8 +262,8 @@ def test_bfloat16_tensors_are_real_arrays():
 
 # ---- evaluate_two_hop: the model's expert count ---------------------------------------------------
 def test_evaluate_two_hop_refuses_an_expert_count_that_is_not_the_models():
-    from moe_routing.experiments.two_hop_config import TwoHopConfig
-    from moe_routing.experiments.two_hop_measure import (evaluate_two_hop, two_hop_dataset,
+    from moe_routing.experiments.two_hop.config import TwoHopConfig
+    from moe_routing.experiments.two_hop.measure import (evaluate_two_hop, two_hop_dataset,
                                                          two_hop_split)
     from moe_routing.model import MoETransformer
 
@@ -308,7 +309,7 @@ def test_an_id_out_of_range_is_named_once():
 
 
 def test_temperature_sweep_refuses_a_repeated_seed():
-    from moe_routing.experiments import router_temperature as rt
+    from moe_routing.experiments.bridge import temperature as rt
 
     with pytest.raises(ValueError, match="distinct seeds"):
         rt.temperature_sweep(rt.TemperatureSetup(), [0.05, 0.2], [0, 0])

@@ -2,7 +2,7 @@
 
 The functions of the issue's modules -- the validation idiom (``moe_routing.validation``), the
 router margins and gates (``moe_routing.boundary.margin``), paper B's quantities on a trained
-router (``moe_routing.experiments.bridge``: margins, boundary mass, tail constant, soft versus
+router (``moe_routing.experiments.bridge.margins``: margins, boundary mass, tail constant, soft versus
 hard, the bound), the temperature fits (``router_temperature_fits``), the router z-loss, the
 two-hop configuration, data and measurement (``two_hop_config``, ``two_hop_measure``) and the
 two-layer construction -- are called with drawn inputs: shapes (empty, 0-d, the wrong rank),
@@ -36,6 +36,8 @@ from hypothesis import strategies as st
 
 from moe_routing import validation as check
 from moe_routing.boundary import margin as mg
+from moe_routing.experiments.bridge import layers
+from moe_routing.experiments.bridge import soft_hard
 
 # extreme scales overflow and underflow on purpose (5e-324 ** 2, 1e300 / 1e-300): the values
 # are checked, NumPy's warnings about them are noise
@@ -386,7 +388,7 @@ def _tail_constant_reference(d: np.ndarray, alpha: float) -> float:
 @sweep(100)
 @given(data=st.data())
 def test_margin_tail_constant(data):
-    from moe_routing.experiments import bridge as br
+    from moe_routing.experiments.bridge import margins as br
 
     n = data.draw(st.integers(1, 6), label="n")
     bad = which_bad(data, ["margins", "alpha"])
@@ -408,7 +410,7 @@ def test_margin_tail_constant(data):
 @sweep(30)
 @given(data=st.data())
 def test_boundary_mass_of_router(data):
-    from moe_routing.experiments import bridge as br
+    from moe_routing.experiments.bridge import margins as br
 
     n = data.draw(st.integers(1, 40), label="n")
     scale = data.draw(st.sampled_from([1e-300, 1e-3, 1.0, 1e3, 1e300]), label="scale")
@@ -461,7 +463,6 @@ def test_boundary_mass_of_router(data):
 def test_bound_check(data):
     from scipy import special
 
-    from moe_routing.experiments import bridge as br
 
     bad = which_bad(data, ["taus", "gap", "alpha", "C_m", "constants"])
     T = data.draw(st.integers(1, 5), label="T")
@@ -511,9 +512,9 @@ def test_bound_check(data):
     if c is None or math.isnan(c) or c <= 0:
         refuse.add("C_m")
     if refuse:
-        refused(refuse, br.bound_check, gap, alpha, C_m, const, taus=taus)
+        refused(refuse, soft_hard.bound_check, gap, alpha, C_m, const, taus=taus)
         return
-    got = call(br.bound_check, gap, alpha, C_m, const, taus=taus)
+    got = call(soft_hard.bound_check, gap, alpha, C_m, const, taus=taus)
     g = np.abs(g)
     if form == "B":
         log_M = math.log(4) + math.log(M_or_B) + float(np.logaddexp(math.log(M_or_B),
@@ -547,7 +548,7 @@ BANDS = {"good": [(1e-3, 0.1), (np.float32(1e-3), torch.tensor(0.1)), [0.01, 0.5
 @sweep(100)
 @given(data=st.data())
 def test_fit_growth(data):
-    from moe_routing.experiments import router_temperature_fits as fits
+    from moe_routing.experiments.bridge import temperature_fits as fits
 
     bad = which_bad(data, ["values", "scaled", "band"])
     S = data.draw(st.integers(1, 40), label="S")
@@ -599,7 +600,7 @@ def test_fit_growth(data):
 
 
 def _run(tau, seed, rate, contrast):
-    from moe_routing.experiments import router_temperature_fits as fits
+    from moe_routing.experiments.bridge import temperature_fits as fits
 
     f = fits.GrowthFit((0, 20), rate, 1.0, 1.0)
     c = np.asarray(contrast, dtype=float)
@@ -610,7 +611,7 @@ def _run(tau, seed, rate, contrast):
 @sweep(100)
 @given(data=st.data())
 def test_rate_and_step_scaling(data):
-    from moe_routing.experiments import router_temperature_fits as fits
+    from moe_routing.experiments.bridge import temperature_fits as fits
 
     bad = which_bad(data, ["runs", "runs (τ, seed)", "runs (τ)", "measure", "confidence",
                            "step"])
@@ -764,7 +765,7 @@ def _valid(axis, v) -> bool:
 @sweep(60)
 @given(data=st.data())
 def test_two_hop_grid(data):
-    from moe_routing.experiments.two_hop_config import two_hop_grid
+    from moe_routing.experiments.two_hop.config import two_hop_grid
 
     bad = which_bad(data, list(POOL))
     axes = {}
@@ -816,7 +817,7 @@ def test_two_hop_grid(data):
 @sweep(40)
 @given(data=st.data())
 def test_two_hop_data_fields(data):
-    from moe_routing.experiments.two_hop_config import TwoHopData
+    from moe_routing.experiments.two_hop.config import TwoHopData
 
     field, pool, ok = data.draw(st.sampled_from([
         ("n_pairs", [2, 60, np.int64(12), 1, 0, 2.5, NAN, "60", True], lambda v: v in (2, 60, 12)),
@@ -843,9 +844,8 @@ def test_two_hop_data_fields(data):
 @pytest.fixture(scope="module")
 def two_hop_run():
     """A tiny two-hop dataset, its split and an untrained 4-expert two-layer model."""
-    from moe_routing.experiments.two_hop_config import TwoHopConfig
-    from moe_routing.experiments.two_hop_measure import (hop_tasks, two_hop_dataset,
-                                                         two_hop_split)
+    from moe_routing.experiments.two_hop.config import TwoHopConfig
+    from moe_routing.experiments.two_hop.measure import hop_tasks, two_hop_dataset, two_hop_split
     from moe_routing.model import MoETransformer
 
     cfg = TwoHopConfig.from_flat(n_pairs=12, n_templates=2, d_model=16, d_expert=16, n_heads=2,
@@ -861,7 +861,7 @@ def two_hop_run():
 @pytest.mark.parametrize("n_layers", [1, 2, np.int64(2), 2.0, torch.tensor(1), 0, 3, -1, 1.5,
                                       NAN, None, "2", True])
 def test_two_hop_layer_targets(n_layers, two_hop_run):
-    from moe_routing.experiments.two_hop_measure import layer_targets
+    from moe_routing.experiments.two_hop.measure import layer_targets
 
     ds, parts, hops, enc, model = two_hop_run
     whole = not isinstance(n_layers, (bool, str, type(None))) and float(n_layers).is_integer()
@@ -877,7 +877,7 @@ def test_two_hop_layer_targets(n_layers, two_hop_run):
 @pytest.mark.parametrize("n_experts", [4, np.int64(4), 2, 8, 1, 0, -1, 2**40, 4.5, NAN, None,
                                        "4", True, torch.tensor(2)])
 def test_two_hop_evaluate_expert_count(n_experts, two_hop_run):
-    from moe_routing.experiments.two_hop_measure import evaluate_two_hop
+    from moe_routing.experiments.two_hop.measure import evaluate_two_hop
 
     ds, parts, hops, enc, model = two_hop_run
     if not (isinstance(n_experts, (int, np.integer)) and not isinstance(n_experts, bool)
@@ -915,7 +915,7 @@ def bridge_model():
 @sweep(30)
 @given(data=st.data())
 def test_bridge_measurements(data, bridge_model):
-    from moe_routing.experiments import bridge as br
+    from moe_routing.experiments.bridge import margins as br
 
     ds, model = bridge_model
     which = data.draw(st.sampled_from(["router_margins", "soft_vs_hard", "mixture_logits"]),
@@ -924,7 +924,7 @@ def test_bridge_measurements(data, bridge_model):
         bad = which_bad(data, ["positions", "split", "batch_size"])
         positions = data.draw(st.sampled_from(["subject", 1, None] if bad == "positions"
                                               else list(br.POSITIONS)), label="positions")
-        split = data.draw(st.sampled_from(["all", None] if bad == "split" else list(br.SPLITS)),
+        split = data.draw(st.sampled_from(["all", None] if bad == "split" else list(layers.SPLITS)),
                           label="split")
         batch, bv = draw_int(data, st.integers(1, 600), "batch_size", bad=bad == "batch_size",
                              bad_values=[0, -1])
@@ -948,12 +948,12 @@ def test_bridge_measurements(data, bridge_model):
     if t is None or t.ndim != 1 or t.size == 0 or not np.isfinite(t).all() or (t <= 0).any():
         refuse.add("taus")
     if which == "soft_vs_hard":
-        split = data.draw(st.sampled_from(["all", None] if bad == "split" else list(br.SPLITS)),
+        split = data.draw(st.sampled_from(["all", None] if bad == "split" else list(layers.SPLITS)),
                           label="split")
         if refuse:
-            refused(refuse, br.soft_vs_hard, model, ds, taus, split)
+            refused(refuse, soft_hard.soft_vs_hard, model, ds, taus, split)
             return
-        got = call(br.soft_vs_hard, model, ds, taus, split)
+        got = call(soft_hard.soft_vs_hard, model, ds, taus, split)
         for name in ("gap", "ce_soft", "em_soft", "ce_losses", "gap_losses"):
             v = getattr(got, name)
             assert v.shape == t.shape and np.isfinite(v).all(), name
@@ -967,9 +967,9 @@ def test_bridge_measurements(data, bridge_model):
         sel = data.draw(st.sampled_from([sel.float(), sel[:, :-1], sel.numpy(), None]),
                         label="select")
     if refuse:
-        refused(refuse, br.mixture_logits, model, enc.inputs, sel, taus)
+        refused(refuse, soft_hard.mixture_logits, model, enc.inputs, sel, taus)
         return
-    out = call(br.mixture_logits, model, enc.inputs, sel, taus)
+    out = call(soft_hard.mixture_logits, model, enc.inputs, sel, taus)
     assert tuple(out["soft"].shape[:2]) == (t.size, int(enc.loss_mask.sum()))
     assert all(bool(torch.isfinite(v).all()) for v in out.values())
 

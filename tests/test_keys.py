@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from moe_book import project as pl
-from moe_routing.experiments.task_routing import TRAINING_CODE
+from moe_routing.experiments.task_routing.config import TRAINING_CODE
 from moe_routing.fingerprint import source_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,16 +75,18 @@ def test_training_cache_follows_the_training_code_only(copy):
         edit_code(copy.library / unrelated)
     assert fp() == before
     # modules that read trained runs or train other experiments
-    for reader in ("experiments/bridge.py", "experiments/two_hop.py", "knowledge/two_hop.py",
-                   "experiments/two_hop_config.py", "experiments/two_hop_measure.py",
-                   "knowledge/two_hop_dataset.py", "experiments/bridge_layers.py",
-                   "experiments/bridge_soft_hard.py",
-                   "experiments/grid.py", "experiments/plan.py", "experiments/claims.py"):
+    for reader in ("experiments/bridge/margins.py", "experiments/two_hop/runs.py",
+                   "knowledge/two_hop.py", "experiments/two_hop/config.py",
+                   "experiments/two_hop/measure.py", "knowledge/two_hop_dataset.py",
+                   "experiments/bridge/layers.py", "experiments/bridge/soft_hard.py",
+                   "experiments/grid/runner.py", "experiments/task_routing/plan.py",
+                   "experiments/task_routing/claims.py", "experiments/task_routing/power.py"):
         edit_code(copy.library / reader)
     assert fp() == before
     for related in ("model/train.py", "knowledge/dataset.py", "routing_metrics.py",
-                    "experiments/task_routing.py", "experiments/config.py",
-                    "experiments/data.py", "experiments/store.py", "knowledge/sources/embedded.py",
+                    "experiments/task_routing/runs.py", "experiments/task_routing/config.py",
+                    "experiments/task_routing/data.py", "experiments/task_routing/store.py",
+                    "knowledge/sources/embedded.py",
                     "knowledge/trie/__init__.py"):
         mid = fp()
         edit_code(copy.library / related)
@@ -114,17 +116,19 @@ def test_the_two_hop_cache_follows_every_two_hop_module(copy):
     """Every module of the two-hop experiment is in its key's code (a module split off later and
     not listed would let an edit reuse stale runs); the grid runner, which never changes a
     result, is not."""
-    from moe_routing.experiments.two_hop_config import TWO_HOP_CODE
+    from moe_routing.experiments.two_hop.config import TWO_HOP_CODE
 
-    listed = {p for p in TWO_HOP_CODE}
-    found = {str(f.relative_to(copy.library)) for part in ("experiments", "knowledge")
-             for f in (copy.library / part).rglob("two_hop*.py")}
-    assert found and found <= listed, sorted(found - listed)
+    listed = set(TWO_HOP_CODE)
+    found = {str(f.relative_to(copy.library)) for f in (copy.library / "knowledge").rglob("two_hop*.py")}
+    package = copy.library / "experiments" / "two_hop"
+    modules = sorted(str(f.relative_to(copy.library)) for f in package.glob("*.py"))
+    assert found and found <= listed and "experiments/two_hop" in listed, sorted(found - listed)
+    assert len(modules) >= 4                     # the package, its config, measure and runs
     fp = lambda: source_fingerprint(TWO_HOP_CODE, root=copy.library)  # noqa: E731
-    for module in sorted(found):
+    for module in sorted(found) + modules:
         mid = fp()
         edit_code(copy.library / module)
         assert fp() != mid, module
     mid = fp()
-    edit_code(copy.library / "experiments" / "grid.py")
+    edit_code(copy.library / "experiments" / "grid" / "runner.py")
     assert fp() == mid

@@ -6,10 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from moe_routing.knowledge.sources.wikidata5m import (CHUNK_BYTES, MAX_LINE_BYTES,
-                                                      WikiData5MAliasError, WikiData5MFileError,
-                                                      WikiData5MFormatError, load_wikidata5m,
-                                                      write_official_format)
+from moe_routing.knowledge.sources.wikidata5m_files import (CHUNK_BYTES, MAX_LINE_BYTES,
+                                                            WikiData5MAliasError,
+                                                            WikiData5MFileError,
+                                                            WikiData5MFormatError)
+from moe_routing.knowledge.sources.wikidata5m import load_wikidata5m
+from moe_routing.knowledge.sources.wikidata5m_synthetic import write_official_format
 
 TRIPLES = [
     # P36 capital: Q1 France -> Q2 Paris, Q3 Italy -> Q4 Rome; Q5 has two capitals (not functional)
@@ -169,7 +171,7 @@ def test_sampling_is_seeded_bounded_and_functional(tmp_path):
 
 
 def test_sample_does_not_depend_on_chunking(tmp_path):
-    from moe_routing.knowledge.sources.wikidata5m import scan_triples
+    from moe_routing.knowledge.sources.wikidata5m_scan import scan_triples
 
     write_official_format(tmp_path, 20_000, n_entities=3_000, relations=("P17", "P19"),
                           multi_share=0.3, seed=2)

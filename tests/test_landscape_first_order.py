@@ -16,8 +16,9 @@ from moe_routing.landscape.first_order import (EXPERT_CONSTANT, expert_error_fir
                                                teacher_boundary_mass, two_region_boundary_mass,
                                                two_region_constants, two_region_growth)
 from moe_routing.landscape.hessian import profiled_soft_grad_hess
-from moe_routing.landscape.teacher_student import (TeacherStudentConfig, profiled_hard,
-                                                   soft_refit_quad)
+from moe_routing.landscape.two_region import TeacherStudentConfig
+from moe_routing.landscape.hard_quadrature import profiled_hard
+from moe_routing.landscape.soft_quadrature import soft_refit_quad
 
 pytestmark = pytest.mark.kernels
 

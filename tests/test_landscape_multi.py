@@ -14,7 +14,7 @@ from moe_routing.landscape import multi_fit as mf
 from moe_routing.landscape import multi_region as mr
 from moe_routing.landscape.profiled import ProfiledObjective
 from moe_routing.landscape.common import count_table, sobol_normal
-from moe_routing.landscape.teacher_student import TeacherStudentConfig
+from moe_routing.landscape.two_region import TeacherStudentConfig
 from moe_routing.landscape.teacher_student import soft_refit as soft_refit_2
 from moe_routing.landscape.teacher_student import soft_risk as soft_risk_2
 

@@ -12,7 +12,7 @@ from moe_routing.landscape.recovery import (fit_exponent, multi_region_recovery,
                                             two_region_recovery)
 from moe_routing.landscape.saddles import (multi_region_tally, track_hard_points,
                                            two_region_tally)
-from moe_routing.landscape.teacher_student import TeacherStudentConfig
+from moe_routing.landscape.two_region import TeacherStudentConfig
 
 pytestmark = pytest.mark.kernels
 

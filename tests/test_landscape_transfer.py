@@ -13,10 +13,11 @@ from moe_routing.landscape.hessian import (joint_gradient, joint_hessian, profil
                                            profiled_soft_grad_hess, soft_refit_np)
 from moe_routing.landscape.shape_derivative import (boundary_integral_gradient,
                                                     finite_difference_gradient)
-from moe_routing.landscape.teacher_student import (TeacherStudentConfig, cell_moments, hard_refit,
-                                                   hard_risk, partition_error, profiled_hard,
-                                                   soft_refit_quad, soft_risk,
-                                                   soft_risk_quad, wrap_phi)
+from moe_routing.landscape.two_region import TeacherStudentConfig, wrap_phi
+from moe_routing.landscape.hard_quadrature import (cell_moments, hard_refit, hard_risk,
+                                                   partition_error, profiled_hard)
+from moe_routing.landscape.soft_quadrature import soft_refit_quad, soft_risk_quad
+from moe_routing.landscape.teacher_student import soft_risk
 
 pytestmark = pytest.mark.kernels
 

@@ -7,9 +7,10 @@ import torch
 import torch.nn.functional as F
 
 import moe_routing.model.factored_logits as factored_logits
-from moe_routing.model.losses import (IGNORE_INDEX, FactoredLogits, load_balancing_loss,
-                                      next_token_cross_entropy, objective_loss, router_z_loss,
-                                      task_router_loss, task_to_expert)
+from moe_routing.model.losses import (IGNORE_INDEX, load_balancing_loss, next_token_cross_entropy,
+                                      objective_loss, router_z_loss, task_router_loss,
+                                      task_to_expert)
+from moe_routing.model.factored_logits import FactoredLogits
 
 pytestmark = pytest.mark.kernels
 

@@ -601,7 +601,7 @@ def test_book_runs_the_grid_chapters_in_order_beside_the_others():
 def test_grid_environment_names_are_the_executors():
     """The pipeline skips importing the executor (and torch) when neither variable is set: its
     names must be the executor's."""
-    from moe_routing.experiments.executor import ENV_EXECUTOR, ENV_WORKERS
+    from moe_routing.experiments.grid.executor import ENV_EXECUTOR, ENV_WORKERS
 
     assert pl.GRID_ENV == (ENV_EXECUTOR, ENV_WORKERS)
 

@@ -32,16 +32,19 @@ from hypothesis import strategies as st
 
 from moe_routing import routing_metrics as rm
 from moe_routing.construction.sizes import parameter_counts
-from moe_routing.experiments import (ExperimentConfig, grid_configs, load_result, result_path,
-                                     results_frame, run_experiment, run_grid)
-from moe_routing.experiments.data import task_selection
-from moe_routing.experiments.task_routing import evaluate_run, experiment_dataset
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.task_routing.runs import (grid_configs, results_frame, run_experiment,
+                                                       run_grid)
+from moe_routing.experiments.task_routing.store import load_result, result_path
+from moe_routing.experiments.task_routing.data import task_selection
+from moe_routing.experiments.task_routing.data import evaluate_run, experiment_dataset
 from moe_routing.knowledge import (KnowledgeDataset, KnowledgeTask, PrefixTrie, Template,
                                    Tokenizer, build_dataset, functional_dictionary)
 from moe_routing.knowledge.sources import (embedded_tasks, load_wikidata5m, relation_pool,
                                            relation_spec, write_official_format)
 from moe_routing.knowledge.sources.embedded import sample_pairs
-from moe_routing.knowledge.sources.wikidata5m import read_aliases, resolve_files, scan_triples
+from moe_routing.knowledge.sources.wikidata5m_scan import read_aliases, scan_triples
+from moe_routing.knowledge.sources.wikidata5m_files import resolve_files
 from moe_routing.knowledge.trie import csr_groups
 from moe_routing.model import (MoEConfig, MoETransformer, TrainConfig, TrainData,
                                build_and_train, collect_routing, exact_match, greedy_complete,

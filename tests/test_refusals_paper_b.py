@@ -103,6 +103,10 @@ from moe_routing.landscape import symmetry as sy
 from moe_routing.landscape import teacher_student as ts
 from moe_routing.landscape import common
 from moe_routing.landscape.common import features, sobol_normal
+from moe_routing.landscape import hard_quadrature
+from moe_routing.landscape import soft_quadrature
+from moe_routing.landscape import symmetry_flow
+from moe_routing.landscape import two_region
 
 F64 = torch.float64
 NAN, INF = float("nan"), float("inf")
@@ -286,14 +290,14 @@ RATE1 = RateCase("c", GAP1, alpha=1.0, K=2, B=1.0, B_star=1.0, C_m=0.5)
 LAYER = layer_experiment([1], [0.5], 0.05, n_perp=4, n_lines=2, seed=0, progress=False)
 U2 = RNG.uniform(0.05, 0.95, (5, 2))   # points of the open unit cube
 
-CFG = ts.TeacherStudentConfig()
+CFG = two_region.TeacherStudentConfig()
 XS = sobol_normal(16, 2, seed=0)
 FS = CFG.fstar(XS)
 PHI_T = torch.tensor([[0.4, 0.1]], dtype=F64)
 TH_T = torch.zeros(1, 2, 3, dtype=F64)
 PHI = np.array([0.4, 0.1])
-TH = ts.hard_refit(CFG, PHI)
-Q = ts.cell_moments(CFG, PHI, 16)
+TH = hard_quadrature.hard_refit(CFG, PHI)
+Q = hard_quadrature.cell_moments(CFG, PHI, 16)
 
 
 def quad_oracle(phi):
@@ -332,8 +336,8 @@ TWO = sy.TwoExpertGaussian.abs_teacher(2)
 XG, YG = TWO.sample(32, seed=0)
 MG = sy.m_operator_closed_form(TWO)
 TG = np.array([1.0, 0.5])
-TH1, TH2, WG = sy.symmetric_start(XG, YG, 2, scale_w=0.1, scale_delta=0.1, seed=0, tau=TG)
-FLOW = sy.gradient_flow(XG, YG, TH1, TH2, WG, TG, steps=30, h=0.1)
+TH1, TH2, WG = symmetry_flow.symmetric_start(XG, YG, 2, scale_w=0.1, scale_delta=0.1, seed=0, tau=TG)
+FLOW = symmetry_flow.gradient_flow(XG, YG, TH1, TH2, WG, TG, steps=30, h=0.1)
 
 R, C, F, O, SEED, B = Real(), Count(), Func(), Obj(), Seed(), Flag()
 
@@ -490,14 +494,14 @@ CASES = [
     # ---------------------------------------------------------------- landscape: K = 2 model
     Case(features, dict(X=XS), dict(X=Ten())),
     Case(sobol_normal, dict(n=16, d=2, seed=1), dict(n=C, d=C, seed=C)),
-    Case(ts.normal, dict(alpha=0.3), dict(alpha=R)),
-    Case(ts.normal_perp, dict(alpha=0.3), dict(alpha=R)),
-    Case(ts.TeacherStudentConfig, dict(teacher_angle=0.2, teacher_offset=0.1, beta1=(1.0, 0.0, 0.5),
+    Case(two_region.normal, dict(alpha=0.3), dict(alpha=R)),
+    Case(two_region.normal_perp, dict(alpha=0.3), dict(alpha=R)),
+    Case(two_region.TeacherStudentConfig, dict(teacher_angle=0.2, teacher_offset=0.1, beta1=(1.0, 0.0, 0.5),
                                        beta2=(0.0, 1.0, -0.5), noise_std=0.2),
          dict(teacher_angle=R, teacher_offset=R, beta1=Arr(), beta2=Arr(), noise_std=R)),
     Case(CFG.fstar, dict(X=XS), dict(X=Ten())),
-    Case(ts.wrap_phi, dict(phi=[4.0, 0.2]), dict(phi=Arr())),
-    Case(ts.routers, dict(phi=[PHI], name="phi", allow_empty=False), dict(phi=Arr(), name=Name(),
+    Case(two_region.wrap_phi, dict(phi=[4.0, 0.2]), dict(phi=Arr())),
+    Case(two_region.routers, dict(phi=[PHI], name="phi", allow_empty=False), dict(phi=Arr(), name=Name(),
                                                                          allow_empty=B)),
     Case(ts.gate, dict(X=XS, phi=PHI_T, tau=0.2), dict(X=Ten(), phi=Ten(), tau=R)),
     Case(ts.soft_risk, dict(theta=TH_T, phi=PHI_T, tau=0.2, X=XS, fstar=FS, noise_var=0.01),
@@ -506,19 +510,20 @@ CASES = [
          dict(phi=Ten(), tau=R, X=Ten(), fstar=Ten())),
     Case(ts.profiled_soft, dict(phi=PHI_T, tau=0.2, X=XS, fstar=FS, noise_var=0.01),
          dict(phi=Ten(), tau=R, X=Ten(), fstar=Ten(), noise_var=R)),
-    Case(ts.t_pieces, dict(cfg=CFG, phi=PHI, nodes=4), dict(cfg=O, phi=Arr(), nodes=C)),
-    Case(ts.cell_moments, dict(cfg=CFG, phi=PHI, nodes=4), dict(cfg=O, phi=Arr(), nodes=C)),
-    Case(ts.hard_refit, dict(cfg=CFG, phi=PHI, nodes=4, Q=Q), dict(cfg=O, phi=Arr(), nodes=C, Q=Arr())),
-    Case(ts.hard_risk, dict(cfg=CFG, theta=TH, phi=PHI, nodes=4, Q=Q),
+    Case(hard_quadrature.t_pieces, dict(cfg=CFG, phi=PHI, nodes=4), dict(cfg=O, phi=Arr(), nodes=C)),
+    Case(hard_quadrature.cell_moments, dict(cfg=CFG, phi=PHI, nodes=4), dict(cfg=O, phi=Arr(), nodes=C)),
+    Case(hard_quadrature.hard_refit, dict(cfg=CFG, phi=PHI, nodes=4, Q=Q),
+         dict(cfg=O, phi=Arr(), nodes=C, Q=Arr())),
+    Case(hard_quadrature.hard_risk, dict(cfg=CFG, theta=TH, phi=PHI, nodes=4, Q=Q),
          dict(cfg=O, theta=Arr(), phi=Arr(), nodes=C, Q=Arr())),
-    Case(ts.profiled_hard, dict(cfg=CFG, phi=PHI, nodes=4), dict(cfg=O, phi=Arr(), nodes=C)),
-    Case(ts.partition_error, dict(cfg=CFG, phi=PHI, nodes=4), dict(cfg=O, phi=Arr(), nodes=C)),
-    Case(ts.expert_error, dict(cfg=CFG, theta=TH), dict(cfg=O, theta=Arr())),
-    Case(ts.soft_moments, dict(cfg=CFG, phi=PHI_T, tau=0.2, nodes=4),
+    Case(hard_quadrature.profiled_hard, dict(cfg=CFG, phi=PHI, nodes=4), dict(cfg=O, phi=Arr(), nodes=C)),
+    Case(hard_quadrature.partition_error, dict(cfg=CFG, phi=PHI, nodes=4), dict(cfg=O, phi=Arr(), nodes=C)),
+    Case(hard_quadrature.expert_error, dict(cfg=CFG, theta=TH), dict(cfg=O, theta=Arr())),
+    Case(soft_quadrature.soft_moments, dict(cfg=CFG, phi=PHI_T, tau=0.2, nodes=4),
          dict(cfg=O, phi=Ten(), tau=R, nodes=C)),
-    Case(ts.soft_risk_quad, dict(cfg=CFG, theta=TH_T, phi=PHI_T, tau=0.2, nodes=4),
+    Case(soft_quadrature.soft_risk_quad, dict(cfg=CFG, theta=TH_T, phi=PHI_T, tau=0.2, nodes=4),
          dict(cfg=O, theta=Ten(), phi=Ten(), tau=R, nodes=C)),
-    Case(ts.soft_refit_quad, dict(cfg=CFG, phi=PHI_T, tau=0.2, nodes=4),
+    Case(soft_quadrature.soft_refit_quad, dict(cfg=CFG, phi=PHI_T, tau=0.2, nodes=4),
          dict(cfg=O, phi=Ten(), tau=R, nodes=C)),
     Case(sd.boundary_integral_gradient, dict(cfg=CFG, theta=TH, phi=PHI, nodes=4),
          dict(cfg=O, theta=Arr(), phi=Arr(), nodes=C)),
@@ -700,24 +705,25 @@ CASES = [
     Case(sy.linear_growth_rates, dict(M=MG, tau=[1.0, 0.5]), dict(M=Arr(), tau=TAUS)),
     Case(sy.top_direction, dict(M=MG), dict(M=Arr())),
     Case(sy.fastest_rate_times_tau, dict(M=MG), dict(M=Arr())),
-    Case(sy.soft_risk, dict(X=XG, Y=YG, theta1=TH1, theta2=TH2, w=WG, tau=torch.tensor(TG)),
+    Case(symmetry_flow.soft_risk, dict(X=XG, Y=YG, theta1=TH1, theta2=TH2, w=WG, tau=torch.tensor(TG)),
          dict(X=Ten(), Y=Ten(), theta1=Ten(), theta2=Ten(), w=Ten(), tau=Ten(low=0.0))),
-    Case(sy.population_gradients, dict(X=XG, Y=YG, theta1=TH1, theta2=TH2, w=WG, tau=TG,
+    Case(symmetry_flow.population_gradients, dict(X=XG, Y=YG, theta1=TH1, theta2=TH2, w=WG, tau=TG,
                                        Xt=XG.T.contiguous()),
          dict(X=Ten(), Y=Ten(), theta1=Ten(), theta2=Ten(), w=Ten(), tau=TAUS, Xt=Ten())),
-    Case(sy.gradient_flow, dict(X=XG, Y=YG, theta1=TH1, theta2=TH2, w=WG, tau=TG, steps=2, h=0.1,
+    Case(symmetry_flow.gradient_flow, dict(X=XG, Y=YG, theta1=TH1, theta2=TH2, w=WG, tau=TG, steps=2, h=0.1,
                                 train_experts=True, record_path=True),
          dict(X=Ten(), Y=Ten(), theta1=Ten(), theta2=Ten(), w=Ten(), tau=TAUS, steps=C, h=R,
               train_experts=B, record_path=B)),
-    Case(sy.naive_gradient_flow_step, dict(X=XG, Y=YG, theta1=TH1, theta2=TH2, w=WG, tau=TG, h=0.1),
+    Case(symmetry_flow.naive_gradient_flow_step,
+         dict(X=XG, Y=YG, theta1=TH1, theta2=TH2, w=WG, tau=TG, h=0.1),
          dict(X=Ten(), Y=Ten(), theta1=Ten(), theta2=Ten(), w=Ten(), tau=TAUS, h=R)),
-    Case(sy.symmetric_start, dict(X=XG, Y=YG, B=2, scale_w=0.1, scale_delta=0.2, seed=1, tau=TG,
+    Case(symmetry_flow.symmetric_start, dict(X=XG, Y=YG, B=2, scale_w=0.1, scale_delta=0.2, seed=1, tau=TG,
                                   scale_with_tau=True, shared=False),
          dict(X=Ten(), Y=Ten(), B=C, scale_w=R, scale_delta=R, seed=C, tau=TAUS, scale_with_tau=B,
               shared=B), tol=64 * np.finfo(float).eps),
-    Case(sy.fit_growth_rate, dict(res=FLOW, lo=0.11, hi=1.0, relative_to_tau=False),
+    Case(symmetry_flow.fit_growth_rate, dict(res=FLOW, lo=0.11, hi=1.0, relative_to_tau=False),
          dict(res=O, lo=R, hi=R, relative_to_tau=B)),
-    Case(sy.fit_power_law, dict(x=XF, y=2 * XF), dict(x=Arr(low=0.0), y=Arr(low=0.0))),
+    Case(symmetry_flow.fit_power_law, dict(x=XF, y=2 * XF), dict(x=Arr(low=0.0), y=Arr(low=0.0))),
 ]
 
 def case_id(c: Case) -> str:
@@ -823,7 +829,7 @@ def test_router_with_identical_experts_is_refused(row, bias, K):
 @given(beta=st.lists(finite, min_size=3, max_size=3))
 def test_teacher_with_identical_experts_is_refused(beta):
     with pytest.raises(ValueError, match=r"^beta2 = .*degenerate teacher"):
-        ts.TeacherStudentConfig(beta1=tuple(beta), beta2=tuple(beta))
+        two_region.TeacherStudentConfig(beta1=tuple(beta), beta2=tuple(beta))
     with pytest.raises(ValueError, match=r"^beta2 = .*degenerate teacher"):
         sy.TwoExpertGaussian(u=(1.0, 0.0, 0.0), beta1=tuple(beta), beta2=tuple(beta))
 
@@ -835,7 +841,7 @@ def test_fits_need_a_spread_of_points(x, n):
     with pytest.raises(ValueError, match=r"^x(\.size)? = "):
         fit_loglog(xs, 2 * xs)
     with pytest.raises(ValueError, match=r"^x(\.size)? = "):
-        sy.fit_power_law(xs, 2 * xs)
+        symmetry_flow.fit_power_law(xs, 2 * xs)
     with pytest.raises(ValueError, match=r"^widths = "):
         bootstrap_bm_fit(np.full(3, x), [1, 2, 3], 10)
 
@@ -898,8 +904,8 @@ DEGENERATE = {
         np.ones((3, 2)), [0.0, 0.0, 0.0], T3.beta), "scores_w"),
     "chart point without weights": (lambda: mr.tangent_basis(np.zeros((1, 6)), 3, 2), "phi"),
     "logits without a partition": (lambda: mr.phi_from_logits(np.ones((3, 2)), [0.0, 1.0, 2.0]), "W"),
-    "a window holding no steps": (lambda: sy.fit_growth_rate(FLOW, 1e3, 1e4), "hi"),
-    "a hard cell left empty": (lambda: ts.hard_refit(CFG, [0.0, 45.0]), "phi"),
+    "a window holding no steps": (lambda: symmetry_flow.fit_growth_rate(FLOW, 1e3, 1e4), "hi"),
+    "a hard cell left empty": (lambda: hard_quadrature.hard_refit(CFG, [0.0, 45.0]), "phi"),
     "a non-symmetric M": (lambda: sy.top_direction([[1.0, 2.0], [0.0, 1.0]]), "M"),
 }
 

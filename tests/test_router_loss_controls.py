@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from moe_routing.experiments import ExperimentConfig, run_grid
-from moe_routing.experiments.data import determined_mask
-from moe_routing.experiments.task_routing import experiment_dataset
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.task_routing.runs import run_grid
+from moe_routing.experiments.task_routing.data import determined_mask
+from moe_routing.experiments.task_routing.data import experiment_dataset
 from moe_routing.model import MoEConfig, MoETransformer
 from moe_routing.model.losses import task_router_loss
 
@@ -89,7 +90,7 @@ def test_a_control_is_refused_where_it_changes_nothing(changes):
 def test_control_effect_reads_the_two_differences():
     from types import SimpleNamespace as D
 
-    from moe_routing.experiments.claims import control_effect
+    from moe_routing.experiments.task_routing.claims import control_effect
 
     assert control_effect(D(low=0.05, high=0.15), D(low=-0.02, high=0.03)) == \
         "recovers the cost"
@@ -105,7 +106,7 @@ def test_control_effect_reads_the_two_differences():
 def test_the_detached_control_survives_the_entity_codes():
     """The variant's controls run with fixed entity codes: the model's configuration must keep
     both (an earlier ``_model_config`` replaced the detached flag by the codes' start)."""
-    from moe_routing.experiments.data import model_config
+    from moe_routing.experiments.task_routing.data import model_config
 
     cfg = ExperimentConfig.from_flat(objective="ce+router", entity_codes=4,
                                      control="router_loss_detached", **TINY)

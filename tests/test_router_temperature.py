@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from moe_routing.experiments import router_temperature as rt
+from moe_routing.experiments.bridge import temperature as rt
 from moe_routing.verdicts import bridge as rules
+from moe_routing.experiments.bridge import temperature_fits
 
 pytestmark = pytest.mark.kernels
 
@@ -48,14 +49,14 @@ def test_sgd_breaks_symmetry_faster_at_lower_temperature():
     assert fast.router_contrast[k] > 1.5 * slow.router_contrast[k]
     assert fast.fit_contrast.log_linear() and slow.fit_contrast.log_linear()
     assert fast.rate("contrast") > 1.3 * slow.rate("contrast")
-    sc = rt.rate_scaling(runs, "contrast")
+    sc = temperature_fits.rate_scaling(runs, "contrast")
     assert sc.n_fitted == 2 and sc.slope > 0.5
 
 
 def test_adamw_removes_the_temperature_factor_and_the_rule_says_so():
     setup = SMALL.replace(optimizer="adamw", lr=1e-3, steps=8, stop_early=False)
     runs = rt.temperature_sweep(setup, [0.05, 0.2], [0])
-    st = rt.step_scaling(runs, 8, "contrast")
+    st = temperature_fits.step_scaling(runs, 8, "contrast")
     assert abs(st.slope) < 0.2                       # the same pace at every τ
     # a slope near 0 over a 4x range of τ (read as if fitted on 4 runs): no amplification
     v = rules.temperature_amplifies(st.slope, st.slope - 0.05, st.slope + 0.05, 4, 4)
@@ -126,4 +127,4 @@ def test_bad_input_is_refused_with_the_value_and_what_is_accepted():
         rt.train_from_symmetry(SMALL, 0.0)
     runs = rt.temperature_sweep(SMALL.replace(steps=6, stop_early=False), [0.1, 0.2], [0])
     with pytest.raises(ValueError, match="step"):
-        rt.step_scaling(runs, 7)
+        temperature_fits.step_scaling(runs, 7)

@@ -2,7 +2,7 @@
 undecidable ones (untrained, stopped early) read "inconclusive".
 
 Real (short) training runs at a small size: the A-Fig. 2-style configuration (4 tasks, 3
-experts) with the three objectives, its broken variants (``moe_routing.experiments.power``) and
+experts) with the three objectives, its broken variants (``moe_routing.experiments.task_routing.power``) and
 a dense model of the same total parameters.  Every (rule, variant) pair of ``MUST_FAIL`` must
 read its negative word (or be refused), every pair of ``MUST_ABSTAIN`` *inconclusive*, while the
 working model passes the routing rules and the convergence rule -- so no side of the table is
@@ -14,9 +14,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from moe_routing.experiments import ExperimentConfig, run_grid
-from moe_routing.experiments.power import (ABSTAIN, MUST_ABSTAIN, MUST_FAIL, NEGATIVE, RULES,
-                                           VARIANT_NAMES, broken_configs, power_table)
+from moe_routing.experiments.task_routing.config import ExperimentConfig
+from moe_routing.experiments.task_routing.runs import run_grid
+from moe_routing.experiments.task_routing.power import (ABSTAIN, MUST_ABSTAIN, MUST_FAIL, NEGATIVE,
+                                                        RULES, VARIANT_NAMES, broken_configs,
+                                                        power_table)
 
 pytestmark = pytest.mark.training
 

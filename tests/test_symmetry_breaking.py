@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from moe_routing.landscape.symmetry import (TwoExpertGaussian, fit_growth_rate, fit_power_law,
-                                            gradient_flow, linear_growth_rates,
-                                            m_operator_closed_form, m_operator_mc,
-                                            naive_gradient_flow_step, population_gradients,
-                                            soft_risk, symmetric_start, top_direction)
+from moe_routing.landscape.symmetry import (TwoExpertGaussian, linear_growth_rates,
+                                            m_operator_closed_form, m_operator_mc, top_direction)
+from moe_routing.landscape.symmetry_flow import (fit_growth_rate, fit_power_law, gradient_flow,
+                                                 naive_gradient_flow_step, population_gradients,
+                                                 soft_risk, symmetric_start)
 
 pytestmark = pytest.mark.kernels
 

@@ -138,9 +138,10 @@ def real_comparisons(tmp_path_factory):
 
     if importlib.util.find_spec("transformers") is None:
         pytest.skip("transformers is not installed (the 'hf' extra)")
-    from moe_routing.experiments import hf_routing as hr
-    from moe_routing.experiments.task_routing import (ExperimentConfig, experiment_dataset,
-                                                      load_model, run_experiment)
+    from moe_routing.experiments.hf_routing import runs as hr
+    from moe_routing.experiments.task_routing.config import ExperimentConfig
+    from moe_routing.experiments.task_routing.data import experiment_dataset
+    from moe_routing.experiments.task_routing.runs import load_model, run_experiment
 
     old = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -67,11 +67,12 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=jsonable) + "\n")
 
 
-def _jsonable(obj: Any) -> Any:
-    """Let numpy/torch scalars and arrays pass through ``json.dumps``."""
+def jsonable(obj: Any) -> Any:
+    """Let numpy/torch scalars and arrays pass through ``json.dumps`` (its ``default``): the
+    form every result file and every cached row is written in."""
     if hasattr(obj, "tolist"):
         return obj.tolist()
     if hasattr(obj, "item"):

@@ -1,7 +1,7 @@
 """What a cached result depends on: a hash of the library's source.
 
 Two caches use it: the book's chapter executions (keyed by the whole science library) and the
-training-run cache of :mod:`moe_routing.experiments.task_routing` (keyed by the code that trains
+training-run cache of :mod:`moe_routing.experiments.task_routing.runs` (keyed by the code that trains
 and measures).  Both hash *only* what their results depend on, so that editing the wording of a
 claim (``claims.yaml``, read when the ledger page is generated) or anything of the book tooling
 (which lives outside this package) re-executes nothing.  A Python module is hashed as its

@@ -1,6 +1,6 @@
 """Progress lines for the long loops of the theory chapters: "what: i of n, elapsed, ETA".
 
-The training grid reports one line per finished run (``moe_routing.experiments.executor``); a theory loop
+The training grid reports one line per finished run (``moe_routing.experiments.grid.executor``); a theory loop
 (an integrator's steps, a grid of dimensions × offsets) has no runs, only iterations, often
 many and fast.  :class:`Progress` writes a line when an iteration finishes and at least
 ``every`` seconds have passed since the last line (and always for the last one), so a chapter

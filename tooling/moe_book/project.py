@@ -260,7 +260,7 @@ def load_params(project: Project, profile: str, _via: tuple = ()) -> dict[str, d
 
 
 #: the environment variables of ``make execute``'s EXECUTOR and WORKERS (those of
-#: ``moe_routing.experiments.executor``, which tests/test_pipeline.py holds equal)
+#: ``moe_routing.experiments.grid.executor``, which tests/test_pipeline.py holds equal)
 GRID_ENV = ("MOE_GRID_EXECUTOR", "MOE_GRID_WORKERS")
 
 
@@ -273,7 +273,8 @@ def check_grid_settings(environ=None) -> None:
     env = os.environ if environ is None else environ
     if not any(env.get(k) for k in GRID_ENV):
         return                   # nothing set: no need to import the executor (and torch)
-    from moe_routing.experiments.executor import ENV_EXECUTOR, ENV_WORKERS, EXECUTORS, parse_workers
+    from moe_routing.experiments.grid.executor import (ENV_EXECUTOR, ENV_WORKERS, EXECUTORS,
+                                                       parse_workers)
 
     ex = env.get(ENV_EXECUTOR)
     if ex not in (None, ""):

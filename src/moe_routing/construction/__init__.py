@@ -23,15 +23,10 @@ from .structure import (
                         hypothesis_violations,
                         structural_nodes,
 )
-from .two_layer import (
-                        TwoLayerHypothesisFails,
-                        TwoLayerReport,
-                        TwoLayerVerification,
-                        build_two_layer,
-                        compare_sizes,
-                        one_layer_alternative,
-                        verify_two_layer,
-)
+from .two_layer_routing import TwoLayerHypothesisFails
+from .two_layer_parts import TwoLayerReport
+from .two_layer_verify import TwoLayerVerification, verify_two_layer
+from .two_layer import build_two_layer, compare_sizes, one_layer_alternative
 
 __all__ = ["ConstructionReport", "build_dense", "build_moe", "coherence", "polynomial_code",
            "Layout", "HypothesisFails", "HypothesisUndecided", "FitSettings",

@@ -70,9 +70,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from moe_routing.knowledge import OBJECT_SLOT, KnowledgeDataset
-from moe_routing.model import MoEConfig, MoETransformer
-from moe_routing.validation import fail, number, positive, probability
+from ..knowledge import OBJECT_SLOT, KnowledgeDataset
+from ..model import MoEConfig, MoETransformer
+from ..validation import fail, number, positive, probability
 
 from .circuits import TaskCircuit, junction_circuit, task_circuit
 from .layout import Layout

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from moe_routing.validation import number, require
+from ..validation import number, require
 
 
 @dataclass

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from moe_routing.validation import fail, integer, probability
+from ..validation import fail, integer, probability
 
 
 def _is_prime(p: int) -> bool:

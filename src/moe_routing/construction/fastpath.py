@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from moe_routing.validation import require
+from ..validation import require
 
 
 def _nz_rows(w):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moe_routing.validation import choice
+from ..validation import choice
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import torch
 
-from moe_routing.knowledge import OBJECT_SLOT, SUBJECT_SLOT
+from ..knowledge import OBJECT_SLOT, SUBJECT_SLOT
 
 from .codes import coherence, polynomial_code, structural_code
 from .layout import Layout

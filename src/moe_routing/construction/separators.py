@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from moe_routing.validation import finite_array, integer, number, positive, require
+from ..validation import finite_array, integer, number, positive, require
 
 from .separability import (
     Certificate,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from moe_routing.knowledge import OBJECT_SLOT, SUBJECT_SLOT
+from ..knowledge import OBJECT_SLOT, SUBJECT_SLOT
 
 from .refusals import HypothesisFails
 

@@ -68,7 +68,7 @@ Where the code is: this module builds the model (:func:`build_two_layer`) and co
 the one-layer construction (:func:`compare_sizes`); the routes of both layers and the
 hypotheses are in :mod:`.two_layer_routing`, the layout, neurons and report in
 :mod:`.two_layer_parts`, the verification (:func:`verify_two_layer`) in
-:mod:`.two_layer_verify`.  Every name of ``__all__`` is importable from here.
+:mod:`.two_layer_verify`.
 """
 
 from __future__ import annotations
@@ -80,10 +80,10 @@ import time
 import numpy as np
 import torch
 
-from moe_routing.knowledge import OBJECT_SLOT
-from moe_routing.knowledge.two_hop import TwoHopTask
-from moe_routing.model import MoEConfig, MoETransformer
-from moe_routing.validation import positive, require
+from ..knowledge import OBJECT_SLOT
+from ..knowledge.two_hop import TwoHopTask
+from ..model import MoEConfig, MoETransformer
+from ..validation import positive, require
 
 from .build import (ConstructionReport, _check_dataset, build_moe, check_parameters,
                     logit_scale)
@@ -93,9 +93,7 @@ from .refusals import HypothesisUndecided
 from .separators import (DETECTOR_FIT, GATE_FIT, LP_TIME_LIMIT, ROUTER_FIT, FitDidNotConverge,
                          FitSettings, NotSeparable, fit_gate)
 from .two_layer_parts import BridgeNeuron, HopNeuron, TwoLayerLayout, TwoLayerReport
-from .two_layer_routing import (TWO_LAYER_HYPOTHESES, TwoLayerHypothesisFails, _fit_router,
-                                _kind_of, _labels)
-from .two_layer_verify import TwoLayerVerification, verify_two_layer
+from .two_layer_routing import TwoLayerHypothesisFails, _fit_router, _kind_of, _labels
 
 
 def _layer1_expert(parts, k, rows, is_bridge, settings, lp_time_limit):
@@ -351,6 +349,4 @@ def compare_sizes(report: TwoLayerReport, one_layer: ConstructionReport, dataset
         one_layer_largest=int(max(one_layer.expert_sizes)))
 
 
-__all__ = ["TWO_LAYER_HYPOTHESES", "TwoLayerHypothesisFails", "TwoLayerLayout", "BridgeNeuron",
-           "HopNeuron", "TwoLayerReport", "build_two_layer", "TwoLayerVerification",
-           "verify_two_layer", "one_layer_alternative", "compare_sizes"]
+__all__ = ["build_two_layer", "one_layer_alternative", "compare_sizes"]

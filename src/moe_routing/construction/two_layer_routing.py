@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from moe_routing.knowledge import OBJECT_SLOT
-from moe_routing.knowledge.two_hop import TwoHopTask
+from ..knowledge import OBJECT_SLOT
+from ..knowledge.two_hop import TwoHopTask
 
 from .refusals import HYPOTHESES, HypothesisFails, HypothesisUndecided, _listing
 from .separators import FitDidNotConverge, NotSeparable, fit_multiclass

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from moe_routing.model import MoETransformer
-from moe_routing.validation import integer, probability, require
+from ..model import MoETransformer
+from ..validation import integer, probability, require
 
 from .build import _check_dataset, logit_scale
 from .two_layer_parts import TwoLayerReport

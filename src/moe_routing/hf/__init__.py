@@ -34,7 +34,7 @@ Modules, named after what they hold (every name is imported here: ``from moe_rou
 * :mod:`.routers` — the routers of a model, their exact logits by hooks and the rule each
   routes by, with the table of the model classes it reads (:func:`router_modules`,
   :func:`collect_router_logits`, :func:`routing_rules`, :func:`recorded_router_output`,
-  :data:`SUPPORTED_MOE_CAUSAL_LMS`);
+  :data:`~moe_routing.hf.routers.SUPPORTED_MOE_CAUSAL_LMS`);
 * :mod:`.routing_rule` — a router's rule as arithmetic on its logits: experts, gate weights,
   the margin Δ_k and the scores it is taken on (:class:`RoutingRule`);
 * :mod:`.measurements` — each layer's routing, margins and BM(w) from the logits and the
@@ -59,8 +59,6 @@ from .measurements import (DEFAULT_WIDTHS, PROBABILITY_ROW_TOLERANCE, LayerRouti
 from .routers import (SUPPORTED_MOE_CAUSAL_LMS, collect_router_logits, recorded_router_output,
                       router_modules, routing_rules)
 from .routing_rule import SELECTIONS, RoutingRule
-# the hooks, private to the package: the tests drive them directly
-from .routers import _RouterTap  # noqa: F401
 from .training import HFTrainResult, own_load_balancing_loss, train_hf_moe
 
 __all__ = [

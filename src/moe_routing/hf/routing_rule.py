@@ -35,7 +35,7 @@ is paper B's Δ):
 * without a correction bias s is an increasing function of the logits (softmax, σ; the
   sparsemixer chooses by the logits themselves), so the choice is the k largest logits and
   Δ_k is taken on the logits, a_(k) − a_(k+1): paper B's margin, in logit units, the units of a
-  softmax temperature τ and of :data:`~moe_routing.hf.DEFAULT_WIDTHS`;
+  softmax temperature τ and of :data:`~moe_routing.hf.measurements.DEFAULT_WIDTHS`;
 * with a correction bias the choice is the k largest of p + b, and the logits' own gap
   a_(k) − a_(k+1) vanishes elsewhere: a token can sit at a_(k) = a_(k+1) while the bias keeps
   its choice far from changing, and its choice can flip while the logits' gap is wide.  Δ_k is

@@ -34,20 +34,12 @@ WILDCARD_SPELLINGS = {"⋆1": SUBJECT, "*1": SUBJECT, "{s}": SUBJECT,
 # its own.  The double quote is reserved: the tokenizer quotes entity names with it.
 #: a syntactic word (shared with the tokenizer, which must split text the same way)
 WORD_PATTERN = r"['’]s(?![^\W_])|[^\W_]+(?:['’\-][^\W_]+)*|_+"
-_WORD_RE = re.compile(rf"{WORD_PATTERN}|[^\w\s\"]")
 _TEMPLATE_RE = re.compile(r"⋆[12]|\*[12]|\{s\}|\{o\}|" + rf"{WORD_PATTERN}|[^\w\s\"]|\"")
 
 #: punctuation that attaches to the token before it when a sentence is rendered as text
 NO_SPACE_BEFORE = frozenset(".,;:!?)]}%") | {"'s", "’s"}
 #: punctuation that attaches to the token after it
 NO_SPACE_AFTER = frozenset("([{")
-
-
-def split_words(text: str) -> list[str]:
-    """Syntactic tokens of ``text`` (no wildcards, no quotes): words and punctuation marks."""
-    require(isinstance(text, str) and '"' not in text, "text", text,
-            "a string without double quotes (they are reserved for entity names)")
-    return _WORD_RE.findall(text)
 
 
 @dataclass(frozen=True)

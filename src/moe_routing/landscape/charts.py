@@ -38,7 +38,7 @@ import numpy as np
 from .. import validation as check
 from .multi_region import chart_points, normalise, relabel_all
 from .profiled import ProfiledObjective
-from .teacher_student import routers, wrap_phi
+from .two_region import routers, wrap_phi
 
 #: the descent oracle of a chart: phi (S, M) -> (phi on the chart, gradient (S, D), move), where
 #: move(z (S, D)) -> the routers reached by the local steps z

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import validation as check
 from .charts import TwoRegionChart, _oracle_values, dedupe, descend, descend_grad_norm, newton
-from .teacher_student import TeacherStudentConfig, routers, wrap_phi
+from .two_region import TeacherStudentConfig, routers, wrap_phi
 
 GradHess = Callable[[np.ndarray], tuple]    # phi (S,2) -> (value (S,), grad (S,2), hess (S,2,2))
 
@@ -138,7 +138,7 @@ def soft_critical_points(cfg: TeacherStudentConfig, taus, starts: np.ndarray,
     called as ``progress(i, n, note)`` after each of the n temperatures.
     """
     from .hessian import joint_hessian, profiled_soft_grad, profiled_soft_grad_hess, soft_refit_np
-    from .teacher_student import expert_error, partition_error
+    from .hard_quadrature import expert_error, partition_error
 
     check.instance("cfg", cfg, TeacherStudentConfig, "a TeacherStudentConfig")
     taus = check.temperatures("taus", taus)

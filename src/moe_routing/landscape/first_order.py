@@ -46,7 +46,8 @@ from .. import validation as check
 from .common import features
 from .multi_region import (MultiRegionTeacher, chart_dim, logits_from_phi, retract,
                            tangent_basis)
-from .teacher_student import TeacherStudentConfig, cell_moments, t_pieces
+from .two_region import TeacherStudentConfig
+from .hard_quadrature import cell_moments, t_pieces
 
 # ∫_0^∞ σ(−s)(1 − σ(−s)) ds − ∫_0^∞ σ(−s)² ds = ½ − (ln 2 − ½): the net pull of the layer
 EXPERT_CONSTANT = 1.0 - math.log(2.0)

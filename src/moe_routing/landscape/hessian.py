@@ -20,8 +20,9 @@ import torch
 
 from .. import validation as check
 from .shape_derivative import boundary_integral_gradient
-from .teacher_student import (TeacherStudentConfig, hard_refit, profiled_hard, routers,
-                              soft_refit_quad, soft_risk_quad)
+from .two_region import TeacherStudentConfig, routers
+from .hard_quadrature import hard_refit, profiled_hard
+from .soft_quadrature import soft_refit_quad, soft_risk_quad
 
 
 def _flat_point(theta, phi) -> torch.Tensor:

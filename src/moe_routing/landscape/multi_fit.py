@@ -33,11 +33,11 @@ def _sample(X, fstar) -> None:
 
 def two_region_agreement(taus, seed: int, n: int = 2 ** 14) -> float:
     """``max |L_τ(this module) − L_τ(teacher_student)|`` for the K = 2 teacher of
-    :class:`.teacher_student.TeacherStudentConfig`, on one sample, over four fixed routers
+    :class:`.two_region.TeacherStudentConfig`, on one sample, over four fixed routers
     (both charts: angle and offset (α, b) there, ``V = n(α)/√2, e = −b/√2`` here), seeded
     random experts and every τ in ``taus``: the K-region code specialised to two regions is the
     two-region code (a value at rounding level says so; anything larger is a bug)."""
-    from .teacher_student import TeacherStudentConfig
+    from .two_region import TeacherStudentConfig
     from .teacher_student import soft_risk as soft_risk_k2
 
     taus = check.temperatures("taus", taus)

@@ -297,9 +297,9 @@ def four_region_space(noise_std: float = 0.1) -> MultiRegionTeacher:
 
 
 def from_two_region(cfg) -> MultiRegionTeacher:
-    """The K = 2 teacher of :class:`.teacher_student.TeacherStudentConfig` in this module's
+    """The K = 2 teacher of :class:`.two_region.TeacherStudentConfig` in this module's
     terms: scores ``(n·x − b*)/2`` and ``−(n·x − b*)/2``."""
-    from .teacher_student import TeacherStudentConfig
+    from .two_region import TeacherStudentConfig
 
     check.instance("cfg", cfg, TeacherStudentConfig, "a TeacherStudentConfig")
     n = np.array([math.cos(cfg.teacher_angle), math.sin(cfg.teacher_angle)])

@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from .. import validation as check
-from .teacher_student import TeacherStudentConfig, hard_risk, t_pieces
+from .two_region import TeacherStudentConfig
+from .hard_quadrature import hard_risk, t_pieces
 
 
 def boundary_integral_gradient(cfg: TeacherStudentConfig, theta, phi, nodes: int = 96) -> np.ndarray:

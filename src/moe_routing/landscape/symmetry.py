@@ -27,7 +27,7 @@ The paper states the instability, the alignment with the separator and the ``1/Ï
 Shapes: ``n`` samples, ``d`` input dimension, ``B`` trajectories simulated together.  Public
 functions check their arguments with :mod:`moe_routing.validation` before any work starts; the
 RK4 loop then runs on the checked tensors without re-checking them at every stage.  The flow
-and its fits are :mod:`.symmetry_flow` (importable from here).
+and its fits are :mod:`.symmetry_flow`.
 """
 
 from __future__ import annotations
@@ -39,11 +39,6 @@ import numpy as np
 import torch
 
 from .. import validation as check
-# the gradient flow and its fits live in .symmetry_flow; importable from here
-from .symmetry_flow import (FlowResult, _flow_state, _gradients,  # noqa: F401
-                            _gradients_reference, fit_growth_rate, fit_power_law,
-                            gradient_flow, naive_gradient_flow_step, population_gradients,
-                            soft_risk, symmetric_start)
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 SAMPLING_METHODS = ("iid", "sobol")

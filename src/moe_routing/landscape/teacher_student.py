@@ -35,8 +35,7 @@ its arguments with :mod:`moe_routing.validation` (finite tensors of the stated s
 Where the code is: the teacher and the router chart are in :mod:`.two_region`, the hard
 objective by quadrature in :mod:`.hard_quadrature`, the soft objective by quadrature (the
 deterministic, differentiable counterpart of the sample) in :mod:`.soft_quadrature`; this
-module holds the soft objective on a fixed sample, and every public name of those modules is
-importable from here, as before.
+module holds the soft objective on a fixed sample.
 """
 
 from __future__ import annotations
@@ -45,12 +44,6 @@ import torch
 
 from .. import validation as check
 from .common import features
-# moved to .two_region, .hard_quadrature and .soft_quadrature; importable from here as before
-from .hard_quadrature import (cell_moments, expert_error, hard_refit, hard_risk,  # noqa: F401
-                              partition_error, profiled_hard, t_pieces)
-from .soft_quadrature import soft_moments, soft_refit_quad, soft_risk_quad  # noqa: F401
-from .two_region import (TeacherStudentConfig, normal, normal_perp, routers,  # noqa: F401
-                         wrap_phi)
 
 
 def _sample(X: torch.Tensor, fstar: torch.Tensor) -> None:

@@ -9,13 +9,15 @@ one evaluation path.
 from .config import ACTIVATIONS, BACKENDS, GATE_MODES, MoEConfig, MoEShape
 from .evaluate import (ExactMatch, RoutingRecord, ValidMass, collect_routing, exact_match,
                        greedy_complete, valid_next_mass)
-from .losses import (IGNORE_INDEX, OBJECTIVES, FactoredLogits, LossParts, load_balancing_loss,
+from .losses import (IGNORE_INDEX, OBJECTIVES, LossParts, load_balancing_loss,
                      next_token_cross_entropy, objective_loss, router_z_loss, task_router_loss,
                      task_to_expert)
+from .factored_logits import FactoredLogits
 from .parameters import ParameterCount, parameter_count
 from .train import History, TrainConfig, TrainSchedule, build_and_train, train
 from .train_data import TrainData
-from .transformer import LayerOutput, ModelOutput, MoELayer, MoETransformer
+from .layers import LayerOutput, ModelOutput, MoELayer
+from .transformer import MoETransformer
 
 __all__ = [
     "ACTIVATIONS", "BACKENDS", "GATE_MODES", "IGNORE_INDEX", "OBJECTIVES", "ExactMatch",

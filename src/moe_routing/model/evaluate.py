@@ -26,7 +26,8 @@ import torch
 from ..validation import fail, integer, require
 from .checks import ids_in_range, tensor
 from .losses import IGNORE_INDEX
-from .transformer import MoETransformer, layer_index
+from .transformer import MoETransformer
+from .layers import layer_index
 
 
 def _model(model) -> MoETransformer:

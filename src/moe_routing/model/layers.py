@@ -9,7 +9,7 @@ with what it records (:class:`LayerOutput`; the whole model's :class:`ModelOutpu
 Apart from the model (:mod:`.transformer`) so that each part and the order of its operations
 can be read on one page; the shape legend is :mod:`.transformer`'s (``b`` batch, ``t``
 sequence, ``d`` d_model, ``h`` heads, ``c`` head width, ``e`` experts, ``f`` expert width, ``k``
-experts per token).  Importable from :mod:`.transformer` as before.
+experts per token).
 """
 
 from __future__ import annotations

@@ -31,9 +31,8 @@ from .checks import finite_values, tensor
 from .config import BACKENDS, MoEConfig
 from .factored_logits import FactoredLogits
 from .losses import on_cpu, selected_rows
-# the parts of a layer live in .layers; importable from here
-from .layers import (CausalSelfAttention, Experts, LayerOutput, ModelOutput,  # noqa: F401
-                     MoELayer, Router, _layer_forward, layer_index)
+from .layers import (CausalSelfAttention, Experts, ModelOutput, MoELayer, Router, _layer_forward,
+                     layer_index)
 
 
 #: seed of the fixed entity codes: the codes are drawn from their own generator, so a coded

@@ -4,9 +4,9 @@ routing contrast between objectives as the library's model?
 The training chapter's contrast (paper A, Figure 2) is an *ordering* of objectives by how well
 the router's top-1 choice follows the task at the task-determined positions (NMI): the
 task-router objective against cross-entropy alone, and against cross-entropy with load
-balancing (:data:`moe_routing.experiments.hf_routing.CONTRAST_PAIRS`).  Each NMI enters as an
+balancing (:data:`moe_routing.experiments.hf_routing.runs.CONTRAST_PAIRS`).  Each NMI enters as an
 interval ``(mean, low, high)`` over seeds
-(:class:`moe_routing.experiments.hf_routing.Interval`); a contrast is *shown* by a model (at one
+(:class:`moe_routing.experiments.hf_routing.results.Interval`); a contrast is *shown* by a model (at one
 layer) when the two intervals are apart, in the direction of the reference model's means.
 
 Routing is read only on models that learned the facts: the task-router loss optimises the

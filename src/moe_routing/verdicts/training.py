@@ -15,7 +15,7 @@ its size, a model that learned too little).
 Each rule's power -- its negative word for deliberately broken models (constant router
 logits, routing collapsed onto one expert, shuffled task labels, a run stopped early), and
 *inconclusive* for undecidable ones (untrained, stopped early) -- is measured on real runs
-(:mod:`moe_routing.experiments.power`, ``tests/test_rule_power.py``).
+(:mod:`moe_routing.experiments.task_routing.power`, ``tests/test_rule_power.py``).
 """
 
 from __future__ import annotations

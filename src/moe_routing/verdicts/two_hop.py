@@ -6,7 +6,7 @@ an interval that straddles the threshold), and "holds by definition" for the one
 that the implementation makes true by construction (:func:`additive_sizes`).  The
 construction's checks are exhaustive -- every distinct prefix, every sentence -- so its rules
 compare exact counts and the proven bound, not estimates; the training rules compare paired
-differences (:func:`moe_routing.experiments.two_hop.held_out_differences`: clustered by
+differences (:func:`moe_routing.experiments.two_hop.runs.held_out_differences`: clustered by
 composition, paired by seed), and routing shares, with their intervals, with what a router
 blind to the hop reaches (:func:`hop_blind_reuse`).
 """
@@ -119,7 +119,7 @@ def held_out_composes(vs_control, vs_majority, vs_copy_bridge, n_compositions: i
 
     Each of the first three arguments is a paired difference ``model − other`` of held-out
     exact match (a :class:`~moe_routing.experiments.accuracy.PairedDifference` or
-    ``(mean, low, high)``, fractions; :func:`~moe_routing.experiments.two_hop.
+    ``(mean, low, high)``, fractions; :func:`~moe_routing.experiments.two_hop.runs.
     held_out_differences`: clustered by composition, paired by seed); ``n_compositions``:
     the held-out compositions per run; ``hops_learned``: the lower of the two cells' training
     exact match on the single-hop sentences (the hops a composition needs).
@@ -221,7 +221,7 @@ def hop_by_hop(l1_reuse: float, l2_reuse: float, n_experts: int, l1_blind: float
 
     ``l1_reuse`` / ``l2_reuse``: those shares (mean over seeds) at the object-predicting
     position, ``l1_half`` / ``l2_half`` the half-widths of their intervals (seeds and
-    compositions, :func:`~moe_routing.experiments.two_hop.two_hop_cells`); ``l1_blind`` /
+    compositions, :func:`~moe_routing.experiments.two_hop.runs.two_hop_cells`); ``l1_blind`` /
     ``l2_blind``: what a router blind to the hop reaches at each layer
     (:func:`hop_blind_reuse`, mean over seeds, taken as known).  A layer's level of no evidence
     is the larger of that and 1/``n_experts``: reuse is high for a router that sends

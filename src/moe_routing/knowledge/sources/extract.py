@@ -19,7 +19,8 @@ Only the generator imports the data packages (the optional extra ``data``); run 
     python -m moe_routing.knowledge.sources.extract --out DIR  # write elsewhere
 
 This module writes and checks the files; the rest of the generator lives beside it:
-:mod:`.extract_registry` (the builder registry, the source keys, :func:`functional_pool`),
+:mod:`.extract_registry` (the builder registry, the source keys,
+:func:`~moe_routing.knowledge.sources.extract_registry.functional_pool`),
 :mod:`.extract_tables` (the data packages' shared tables) and one module of builders per kind of
 subject -- :mod:`.extract_countries`, :mod:`.extract_places`, :mod:`.extract_time_zones`,
 :mod:`.extract_currencies`, :mod:`.extract_languages`.  How each relation is built (the
@@ -41,9 +42,7 @@ from ...validation import require
 from . import (extract_countries, extract_places, extract_time_zones,  # noqa: F401
                extract_currencies, extract_languages)
 from .embedded import MANIFEST, MANIFEST_HEADER, parse_manifest, parse_pairs, relation_file
-# the registry lives in its own module; importable from here
-from .extract_registry import (BUILDERS, RELATION_SOURCES, SOURCES, builder,  # noqa: F401
-                               functional_pool)
+from .extract_registry import BUILDERS, RELATION_SOURCES
 from .templates_file import template_file
 
 #: where the generator writes by default: the ``data`` folder beside this module

@@ -48,7 +48,7 @@ The loader is this module (:func:`load_wikidata5m`: choosing relations, naming, 
 three beside it: :mod:`.wikidata5m_files` (the file names, the errors, the bounded chunk reader),
 :mod:`.wikidata5m_scan` (the two streaming passes: :func:`scan_triples`, :func:`read_aliases`)
 and :mod:`.wikidata5m_synthetic` (:func:`write_official_format`, random files for tests and
-benchmarks).  Their public names are importable from here as well.
+benchmarks).
 """
 
 from __future__ import annotations
@@ -64,13 +64,8 @@ import numpy as np
 from ...validation import choice, integer, require, sequence
 from ..task import KnowledgeTask
 from .templates_file import template_file
-# the files, the passes and the synthetic writer live in their own modules; importable from here
-from .wikidata5m_files import (CHUNK_BYTES, ENTITY_FILE, MAX_LINE_BYTES,  # noqa: F401
-                               PIECE_BYTES, RELATION_FILE, TRIPLE_FILES_ALL,
-                               TRIPLE_FILES_TRANSDUCTIVE, WikiData5MAliasError,
-                               WikiData5MFileError, WikiData5MFormatError, resolve_files)
-from .wikidata5m_scan import RelationSample, read_aliases, scan_triples  # noqa: F401
-from .wikidata5m_synthetic import write_official_format  # noqa: F401
+from .wikidata5m_files import WikiData5MAliasError, resolve_files
+from .wikidata5m_scan import read_aliases, scan_triples
 
 
 @dataclass

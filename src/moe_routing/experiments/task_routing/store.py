@@ -1,6 +1,6 @@
 """Where a training run's results and weights live, and how they are written and read back: the
 JSON result and the weights file of a run (atomic writes; a corrupt, truncated or foreign file
-is refused with the reason, never read as another run's).  :func:`.task_routing.load_model`
+is refused with the reason, never read as another run's).  :func:`.runs.load_model`
 rebuilds a trained model from them.
 """
 
@@ -10,7 +10,7 @@ import logging
 import os
 from pathlib import Path
 
-from ..validation import fail
+from ...validation import fail
 from .config import RESULT_VERSION, ExperimentConfig, _config
 from .data import model_config
 
@@ -45,7 +45,7 @@ def _save_weights(cfg: ExperimentConfig, model, artifacts_dir: str | Path) -> Pa
 
     import torch
 
-    from ..atomic import atomic_write_bytes
+    from ...atomic import atomic_write_bytes
 
     payload = dict(format=WEIGHTS_FORMAT, key=cfg.key(), training_key=cfg.training_key(),
                    model_config=model.config.as_dict(),
@@ -65,7 +65,7 @@ def _read_weights(cfg: ExperimentConfig, path: Path):
 
     import torch
 
-    from ..model import MoEConfig, MoETransformer
+    from ...model import MoEConfig, MoETransformer
 
     def refuse(why: str):
         raise ValueError(f"weights file {path} {why}; delete it to have load_model recompute "
@@ -114,8 +114,8 @@ def _read_cached(cfg: ExperimentConfig, folder: str | Path) -> tuple[dict | None
     """(result, None) when ``folder`` holds a usable result of ``cfg``; (None, None) when it
     holds none (absent, or of another format version); (None, why) when the file is there but
     corrupt, truncated or not a result of ``cfg`` -- such a file is never read as a result
-    (:func:`.cache.read_cached`)."""
-    from .cache import read_cached
+    (:func:`moe_routing.experiments.grid.cache.read_cached`)."""
+    from ..grid.cache import read_cached
 
     return read_cached(result_path(cfg, folder), version=RESULT_VERSION, required=RESULT_KEYS,
                        key=cfg.key(), training_key=cfg.training_key())
@@ -136,8 +136,9 @@ def load_result(cfg: ExperimentConfig, artifacts_dir: str | Path | None) -> dict
 
 def _copy_weights(cfg: ExperimentConfig, source: str | Path, target: str | Path) -> None:
     """Copy the run's weights file along with its JSON, when the source folder has one (the
-    bytes as they are: :func:`load_model` checks them where they are read)."""
-    from ..atomic import atomic_write_bytes
+    bytes as they are: :func:`~moe_routing.experiments.task_routing.runs.load_model` checks them
+    where they are read)."""
+    from ...atomic import atomic_write_bytes
 
     src = weights_path(cfg, source)
     if src.exists():

@@ -15,7 +15,7 @@ layer the model has).  The designated expert of task k is ``k mod E``
 (:func:`moe_routing.model.task_to_expert`); the two-hop tasks' own indices are never targets.
 
 What is measured (exact match of the greedy next token at the object, as in
-:mod:`~moe_routing.experiments.task_routing`; every entity is one token):
+:mod:`~moe_routing.experiments.task_routing.runs`; every entity is one token):
 
 * ``single_hop`` — the single-hop test sentences (facts mostly seen in training in another
   template: the split is by sentence);
@@ -59,9 +59,10 @@ What is measured (exact match of the greedy next token at the object, as in
 The routing is counted on every sentence of a kind (training and test): it is a property of the
 computation on a query, and the held-out queries alone are few (their own fractions are kept).
 
-Caching: a run's JSON is named by a hash of its configuration, :data:`RESULT_VERSION` and the
-training code fingerprint of :mod:`~moe_routing.experiments.task_routing` (every module that
-trains and measures, the torch and Python versions); it is written atomically, read back by
+Caching: a run's JSON is named by a hash of its configuration,
+:data:`~moe_routing.experiments.two_hop.config.RESULT_VERSION` and the training code fingerprint of
+:mod:`~moe_routing.experiments.task_routing.runs` (every module that trains and measures, the torch
+and Python versions); it is written atomically, read back by
 :func:`run_two_hop` and :func:`run_two_hop_grid` when present, and a cached file that is
 corrupt, truncated or the result of another configuration is never read: one warning line
 names it and the run is redone.
@@ -76,18 +77,15 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ..atomic import _jsonable, atomic_write_json
-from ..runtime import PROFILES
+from ...atomic import jsonable, atomic_write_json
+from ...runtime import PROFILES
 import numpy as np
 
-from ..validation import choice, fail, flag, integer, require, sequence, sequence_of
-from .cache import read_cached
-# the configuration and the measurements live in their own modules; importable from here
-from .two_hop_config import (DEFAULT_TEMPLATES, LAYERS, RESULT_VERSION, TWO_HOP_CODE,  # noqa: F401
-                             TwoHopConfig, TwoHopData, _config, two_hop_grid)
-from .two_hop_measure import (TwoHopSplit, _correct, _take, evaluate_two_hop,  # noqa: F401
-                              hop_tasks, layer_targets, two_hop_dataset,
-                              two_hop_split)
+from ...validation import choice, fail, flag, integer, require, sequence, sequence_of
+from ..grid.cache import read_cached
+from .config import RESULT_VERSION, TwoHopConfig, _config
+from .measure import (_correct, _take, evaluate_two_hop, hop_tasks, layer_targets, two_hop_dataset,
+                      two_hop_split)
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +108,7 @@ RESULT_KEYS = ("version", "key", "config", "training_key", "single_hop", "two_ho
 
 
 def _read_cached(cfg: TwoHopConfig, folder) -> tuple[dict | None, str | None]:
-    """:func:`.cache.read_cached` for the file of ``cfg`` in ``folder``."""
+    """:func:`moe_routing.experiments.grid.cache.read_cached` for the file of ``cfg`` in ``folder``."""
     return read_cached(result_path(cfg, folder), version=RESULT_VERSION, required=RESULT_KEYS,
                        key=cfg.key(), training_key=cfg.training_key())
 
@@ -138,8 +136,8 @@ def run_two_hop(cfg: TwoHopConfig, artifacts_dir: str | Path | None = None,
     """
     import torch
 
-    from ..model import TrainData, build_and_train
-    from ..runtime import provenance, resolve_device
+    from ...model import TrainData, build_and_train
+    from ...runtime import provenance, resolve_device
 
     _config(cfg)
     choice("profile", profile, PROFILES)
@@ -188,14 +186,14 @@ def run_two_hop(cfg: TwoHopConfig, artifacts_dir: str | Path | None = None,
     if artifacts_dir is not None:
         atomic_write_json(result_path(cfg, artifacts_dir), res)
     # the very values a cached copy gives back (tuples as lists, NumPy scalars as numbers)
-    return dict(json.loads(json.dumps(res, default=_jsonable)), cached=False)
+    return dict(json.loads(json.dumps(res, default=jsonable)), cached=False)
 
 
 # ----------------------------------------------------------------------------- grids
 def run_cost(cfg: TwoHopConfig) -> float:
     """A run's training time, roughly (arbitrary units): steps × sentences per step × layers
     (a two-layer run takes about 1.6 times a one-layer one on 2 cores).  Only the order a
-    grid starts its runs in: longest first (:func:`~.grid.run_cached_grid`)."""
+    grid starts its runs in: longest first (:func:`~moe_routing.experiments.grid.runner.run_cached_grid`)."""
     return float(cfg.train.steps * cfg.train.batch_size * cfg.model.n_layers)
 
 
@@ -203,18 +201,18 @@ def run_two_hop_grid(configs: Sequence[TwoHopConfig], artifacts_dir: str | Path 
                      profile: str = "smoke", progress: bool = True,
                      workers: int | str | None = None, executor: str | None = None,
                      threads: int | None = None) -> list[dict]:
-    """Run every configuration through :mod:`moe_routing.experiments.executor`, reusing cached results.
+    """Run every configuration through :mod:`moe_routing.experiments.grid.executor`, reusing cached results.
 
-    As :func:`~moe_routing.experiments.task_routing.run_grid`: the configurations' keys are
+    As :func:`~moe_routing.experiments.task_routing.runs.run_grid`: the configurations' keys are
     looked up in ``artifacts_dir`` first (an unusable file is redone, with one warning line);
     the missing runs go to ``executor`` (``local``, ``ray``, ``slurm``; ``workers`` of them at
     once, ``threads`` torch threads each, default the caller's), each result written
     atomically as it arrives, so an interrupted grid resumes; a
-    failed run does not stop the others and :class:`~moe_routing.experiments.executor.GridError` lists it
+    failed run does not stop the others and :class:`~moe_routing.experiments.grid.tasks.GridError` lists it
     at the end.  Returns one result per configuration, in order, each with ``cached``.
     """
-    from .executor import plan
-    from .grid import CachedRuns, run_cached_grid
+    from ..grid.executor import plan
+    from ..grid.runner import CachedRuns, run_cached_grid
 
     configs = sequence_of("configs", configs, TwoHopConfig)
     choice("profile", profile, PROFILES)
@@ -300,8 +298,8 @@ def _per_sentence(runs: Sequence[dict], name: str) -> tuple[np.ndarray, np.ndarr
 
 def _cell_interval(runs: Sequence[dict], name: str):
     """The interval of a cell's mean accuracy over seeds, the test set's term clustered by
-    fact and shared by the seeds (:func:`~.accuracy.shared_sampling_error`)."""
-    from .accuracy import accuracy_interval, shared_sampling_error
+    fact and shared by the seeds (:func:`~moe_routing.experiments.accuracy.shared_sampling_error`)."""
+    from ..accuracy import accuracy_interval, shared_sampling_error
 
     correct, facts = _per_sentence(runs, name)
     accs = [r[name]["accuracy"] for r in runs]
@@ -313,7 +311,7 @@ def _cell_interval(runs: Sequence[dict], name: str):
 def _reuse_interval(runs: Sequence[dict], layer: int, hop: int):
     """The interval of a cell's mean reuse share at ``layer`` for ``hop`` (NaN: no such layer)
     -- the seeds' spread and the mean of the runs' clustered errors."""
-    from .accuracy import SamplingError, accuracy_interval
+    from ..accuracy import SamplingError, accuracy_interval
 
     xs = [_routing_at(r, layer, hop) for r in runs]
     if not all(xs) or any(x.get("reuse_se") is None for x in xs):
@@ -359,18 +357,18 @@ def held_out_differences(results: Sequence[dict], n_layers: int = 2,
                          objective: str = "ce+router", control: tuple[int, str] = (1, "ce+router")
                          ) -> dict:
     """The held-out exact match of the cell (``n_layers``, ``objective``) against its control
-    cell and the two baselines, as :class:`~.accuracy.PairedDifference` s (fractions):
+    cell and the two baselines, as :class:`~moe_routing.experiments.accuracy.PairedDifference` s (fractions):
 
     * ``control`` -- model − control, paired by seed (the seeds both cells have);
     * ``majority`` and ``copy_bridge`` -- model − baseline (each baseline is one fixed answer
       per query, the same for every seed).
 
     The test set's term is that of the per-sentence differences clustered by composition and
-    shared by the seeds (:func:`~.accuracy.shared_sampling_error`); with one seed the interval
-    is that term alone (a lower bound on the uncertainty).  Refused (named): a cell without
+    shared by the seeds (:func:`~moe_routing.experiments.accuracy.shared_sampling_error`); with one
+    seed the interval is that term alone (a lower bound on the uncertainty).  Refused (named): a cell without
     runs, cells without a common seed, runs scored on different test sets.
     """
-    from .accuracy import paired_difference, shared_sampling_error
+    from ..accuracy import paired_difference, shared_sampling_error
 
     integer("n_layers", n_layers, low=1, high=2)
     require(isinstance(control, tuple) and len(control) == 2, "control", control,
@@ -404,9 +402,5 @@ def held_out_differences(results: Sequence[dict], n_layers: int = 2,
     return dict(out, seeds=seeds)
 
 
-__all__ = ["DEFAULT_TEMPLATES", "LAYERS", "RESULT_VERSION", "TWO_HOP_CODE", "TwoHopConfig",
-           "TwoHopData", "TwoHopSplit", "evaluate_two_hop", "held_out_differences",
-           "hop_tasks",
-           "layer_targets", "load_two_hop", "result_path", "run_cost", "run_two_hop",
-           "run_two_hop_grid",
-           "two_hop_cells", "two_hop_dataset", "two_hop_frame", "two_hop_grid", "two_hop_split"]
+__all__ = ["held_out_differences", "load_two_hop", "result_path", "run_cost", "run_two_hop",
+           "run_two_hop_grid", "two_hop_cells", "two_hop_frame"]

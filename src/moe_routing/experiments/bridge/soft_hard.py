@@ -2,10 +2,9 @@
 temperature τ against hard routing (:func:`soft_vs_hard`, :func:`mixture_logits`) and the
 check of the gap against paper B's bound (:func:`bound_check`).
 
-The margins and the boundary mass that the bound's constants come from are :mod:`.bridge`'s;
+The margins and the boundary mass that the bound's constants come from are :mod:`.margins`'s;
 this module is the part that re-runs the layer as a mixture, in float64 (the conventions --
-logits, hard and soft, the mixture of losses -- are :mod:`.bridge`'s docstring).  Importable
-from :mod:`.bridge` as before.
+logits, hard and soft, the mixture of losses -- are :mod:`.margins`'s docstring).
 """
 
 from __future__ import annotations
@@ -15,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import validation as check
-from ..boundary.fits import fit_loglog
-from ..boundary.risk import risk_bound
-from .bridge_layers import (_dataset, _expert_outputs, _float64, _head, _layer_parts, _model,
-                            _position_masks, _split)
+from ... import validation as check
+from ...boundary.fits import fit_loglog
+from ...boundary.risk import risk_bound
+from .layers import (_dataset, _expert_outputs, _float64, _head, _layer_parts, _model,
+                     _position_masks, _split)
 
 
 # ----------------------------------------------------------------------------- soft vs hard
@@ -199,12 +198,14 @@ def bound_check(gap, alpha: float, C_m: float, constants: dict, taus=None) -> Bo
     (its ``gap`` and ``taus``; pass ``constants`` with ``loss_range`` to check its
     ``gap_losses`` instead, which that constant bounds) or an array with ``taus``.
     The bound holds for the law of the positions measured only if C_m is the supremum over
-    every w of *their* empirical BM (:func:`boundary_mass_of_router` of the same positions).
+    every w of *their* empirical BM
+    (:func:`~moe_routing.experiments.bridge.margins.boundary_mass_of_router` of the same positions).
 
     Degenerate constants, and what they give (the products take 0·∞ = 0):
 
-    * ``C_m = inf`` (accepted: :func:`margin_tail_constant`'s value when a margin is 0, where
-      no BM(w) ≤ C_m w^α holds with a finite C_m) -- the bound is +inf at every τ (vacuous),
+    * ``C_m = inf`` (accepted:
+      :func:`~moe_routing.experiments.bridge.margins.margin_tail_constant`'s value when a margin is
+      0, where no BM(w) ≤ C_m w^α holds with a finite C_m) -- the bound is +inf at every τ (vacuous),
       ``ratio`` 0, ``below`` True; unless M = 0 (next item).
     * ``M = 0`` (``loss_range`` 0 or ``M`` 0: every expert's loss is the same at every
       position, so |ℓ_τ − ℓ_0| = 0 pointwise) -- the bound is 0 at every τ, whatever C_m.

@@ -4,22 +4,23 @@ Paper A trains a softmax router and routes each token to its top-1 expert; paper
 that very object: the top-two margin Δ(x) of the router logits, the boundary mass
 BM(w) = P(Δ ≤ w) with its power law BM(w) ≈ C w^α, and the gap |L_τ − L_0| = O(τ^α) between the
 soft mixture at temperature τ and hard routing.  This module measures them on a trained
-:class:`~moe_routing.model.MoETransformer` (one layer, as :mod:`.task_routing` trains it; a
-model from :func:`.task_routing.load_model`), over the sentences of one split of its dataset.
+:class:`~moe_routing.model.MoETransformer` (one layer, as
+:mod:`~moe_routing.experiments.task_routing.runs` trains it; a model from
+:func:`moe_routing.experiments.task_routing.runs.load_model`), over the sentences of one split of its dataset.
 
 Conventions (what is measured, exactly):
 
 * **Logits.** Δ is taken on the router's logits as the model computes them,
   ``a(x) = W_r LN(A'(x)) / τ_model`` (``MoEConfig.router_temperature``, 1 in every run of
-  :mod:`.task_routing`), *not* on the probabilities softmax(a): paper B's margin is a logit
-  margin, the one for which the gate gap ``1 − π_{k*,τ} ≤ (K − 1) e^{−Δ/τ}``
+  :mod:`~moe_routing.experiments.task_routing.runs`), *not* on the probabilities softmax(a): paper
+  B's margin is a logit margin, the one for which the gate gap ``1 − π_{k*,τ} ≤ (K − 1) e^{−Δ/τ}``
   (:mod:`moe_routing.boundary.margin`) holds and for which ``p_(2)/p_(1) = e^{−Δ}`` exactly.
   The bridge's temperature τ comes *on top of* τ_model: the soft gate is softmax(a/τ).
 * **Positions.** Every position of a sentence at which a next token is predicted (BOS, the
   template words, the subject -- the positions of the training loss), each tagged
   ``determined`` when its prefix is continued by sentences of one task only (the positions of
-  ``routing_determined`` in :func:`.task_routing.evaluate_run`: there a router reading the
-  prefix can know the task) or ``shared`` otherwise; ``object`` marks the position that
+  ``routing_determined`` in :func:`moe_routing.experiments.task_routing.data.evaluate_run`: there a
+  router reading the prefix can know the task) or ``shared`` otherwise; ``object`` marks the position that
   predicts the object.
 * **Hard and soft.** The trained model's layer is ``A'' = A' + g·FF_{k*}(LN(A'))`` with the
   Switch gate g = p_{k*} (the router probability of the chosen expert).  Paper B's hard router
@@ -31,11 +32,11 @@ Conventions (what is measured, exactly):
   run one after another), in float64 on a copy of the model, so that exponentially small gaps
   are not float32 rounding.  The *mixture of losses* ``Σ_k π_{k,τ} ℓ_k`` (ℓ_k: the loss with
   expert k alone) is reported too: it is the form whose bound has a constant computable from
-  the data (the loss range across experts), see :func:`bound_check`.
+  the data (the loss range across experts), see :func:`~moe_routing.experiments.bridge.soft_hard.bound_check`.
 
 The chapter that calls these functions reads its numbers from the returned objects.  The
-margins and boundary mass are here; the model's parts are :mod:`.bridge_layers`, the soft
-mixture and the bound :mod:`.bridge_soft_hard` (both importable from here).
+margins and boundary mass are here; the model's parts are :mod:`.layers`, the soft
+mixture and the bound :mod:`.soft_hard`.
 """
 
 from __future__ import annotations
@@ -44,15 +45,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import validation as check
-from ..boundary.fits import bootstrap_bm_fit
-from ..boundary.margin import top_two_margin
-from ..boundary.mass import boundary_mass_from_margins, tail_constant
-# the model's parts and the soft-to-hard gap live in their own modules; importable from here
-from .bridge_layers import (SPLITS, _dataset, _expert_outputs, _float64, _head,  # noqa: F401
-                            _layer_parts, _model, _position_masks, _split)
-from .bridge_soft_hard import (BoundCheck, SoftHard, bound_check, mixture_logits,  # noqa: F401
-                               soft_vs_hard)
+from ... import validation as check
+from ...boundary.fits import bootstrap_bm_fit
+from ...boundary.margin import top_two_margin
+from ...boundary.mass import boundary_mass_from_margins, tail_constant
+from .layers import _dataset, _layer_parts, _model, _position_masks, _split
 
 #: which positions :func:`router_margins` returns
 POSITIONS = ("all", "object", "determined", "shared")
@@ -199,9 +196,10 @@ def margin_tail_constant(margins, alpha: float) -> float:
     The empirical BM is a right-continuous step function and w^α increases, so on each step
     [Δ_(i), Δ_(i+1)) the ratio is largest at its left end: the sorted margins are the exact
     grid for :func:`moe_routing.boundary.mass.tail_constant`.  With this C_m the bound of
-    :func:`bound_check` is a theorem for the positions measured, at *any* α > 0 (a fitted α
-    or the α = 1 of a transversal router).  A margin of 0 (a tie) puts mass at w → 0 that no
-    C_m w^α bounds: C_m = inf, which :func:`bound_check` accepts (its bound is then +inf,
+    :func:`~moe_routing.experiments.bridge.soft_hard.bound_check` is a theorem for the positions
+    measured, at *any* α > 0 (a fitted α or the α = 1 of a transversal router).  A margin of 0 (a
+    tie) puts mass at w → 0 that no C_m w^α bounds: C_m = inf, which
+    :func:`~moe_routing.experiments.bridge.soft_hard.bound_check` accepts (its bound is then +inf,
     vacuous, unless M = 0).
     """
     d = margins.margins if isinstance(margins, RouterMargins) else margins

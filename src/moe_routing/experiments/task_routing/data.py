@@ -1,21 +1,23 @@
 """The data and the measurements of one training run: the run's sub-dataset of knowledge tasks
 (nested across ``n_tasks``), the model configuration it builds for that data, and
-:func:`evaluate_run`, every measurement listed in :mod:`.task_routing`'s docstring.
+:func:`evaluate_run`, every measurement listed in :mod:`.runs`'s docstring.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
-from ..validation import integer, require
+from ...validation import integer, require
 from .config import ExperimentConfig, _config
 
 # ----------------------------------------------------------------------------- data
 @lru_cache(maxsize=4)
 def _full_dataset(n_relations: int, n_pairs: int, n_templates: int, data_seed: int):
-    from ..knowledge import build_dataset
+    from ...knowledge import build_dataset
 
     return build_dataset(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
                          seed=data_seed)
@@ -54,7 +56,7 @@ def _object_targets(split):
 def oracle_route(cfg: ExperimentConfig, split):
     """(M,) the designated expert of each sentence of ``split`` under the ``task_routed``
     control (the oracle routes by the task), else None (the router routes)."""
-    from ..model import task_to_expert
+    from ...model import task_to_expert
 
     if cfg.control != "task_routed":
         return None
@@ -67,8 +69,8 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512,
     (``cfg``: the run's configuration, whose ``task_routed`` control routes by the task)."""
     import torch
 
-    from .. import routing_metrics as rm
-    from ..model import collect_routing, exact_match, parameter_count, valid_next_mass
+    from ... import routing_metrics as rm
+    from ...model import collect_routing, exact_match, parameter_count, valid_next_mass
 
     n_experts = integer("n_experts", n_experts, low=1)
     batch_size = integer("batch_size", batch_size, low=1)
@@ -129,7 +131,7 @@ def experts_off_accuracy(model, te, route=None) -> float:
     """Test exact match with every expert's output set to zero (routing unchanged): what the
     model recalls without its experts -- the witness of whether the experts hold the facts.
     The model's own knock-out state (a collapsed variant's) is put back afterwards."""
-    from ..model import exact_match
+    from ...model import exact_match
 
     saved = [(layer, layer.expert_alive.clone(), layer.knockout_mode)
              for layer in model.layers()]
@@ -170,6 +172,37 @@ def _model_config(cfg: ExperimentConfig, ds, train_split):
 
 
 def model_config(cfg: ExperimentConfig):
-    """The :class:`~moe_routing.model.MoEConfig` :func:`run_experiment` builds for ``cfg``."""
+    """The :class:`~moe_routing.model.MoEConfig`
+    :func:`~moe_routing.experiments.task_routing.runs.run_experiment` builds for ``cfg``."""
     ds = experiment_dataset(_config(cfg))
     return _model_config(cfg, ds, ds.encode_split("train"))
+
+
+@dataclass(frozen=True)
+class RunParts:
+    """What a run trains on and with, built once from its configuration: the run's
+    ``dataset``, its encoded ``train`` and ``test`` splits, the loop's ``data`` (router mask and
+    the oracle's route as the run's control asks), the ``model`` configuration and the
+    ``loop`` configuration.  :func:`~moe_routing.experiments.task_routing.runs.run_experiment`
+    trains from these, and so does anything that times a run (``make gpu-check``): a knob of
+    the configuration reaches both, never one copy of it."""
+
+    dataset: Any
+    train: Any
+    test: Any
+    data: Any
+    model: Any
+    loop: Any
+
+
+def run_parts(cfg: ExperimentConfig, device: str, progress: bool = False) -> RunParts:
+    """The :class:`RunParts` of ``cfg`` on the resolved ``device``."""
+    from ...model import TrainData
+
+    ds = experiment_dataset(_config(cfg))
+    tr = ds.encode_split("train")
+    data = TrainData.from_split(tr, router_mask=determined_mask(ds, tr)
+                                if cfg.control == "router_loss_determined" else None,
+                                route=oracle_route(cfg, tr))
+    return RunParts(dataset=ds, train=tr, test=ds.encode_split("test"), data=data,
+                    model=_model_config(cfg, ds, tr), loop=cfg.loop_config(device, progress))

@@ -2,7 +2,7 @@
 parts: :class:`DataConfig`, :class:`~moe_routing.model.MoEShape`,
 :class:`~moe_routing.model.TrainSchedule`), and its cache key: the configuration, the result
 format's version and the fingerprint of the code that trains and measures
-(:data:`TRAINING_CODE`).  How a run uses it: :mod:`.task_routing`.
+(:data:`TRAINING_CODE`).  How a run uses it: :mod:`.runs`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from typing import ClassVar
 
-from ..validation import choice, fail, flag, integer, require
-from ..model.config import MoEShape
-from ..model.losses import OBJECTIVES
-from ..model.train import TrainSchedule
-from ..runtime import DEVICES
+from ...validation import choice, fail, flag, integer, require
+from ...model.config import MoEShape
+from ...model.losses import OBJECTIVES
+from ...model.train import TrainSchedule
+from ...runtime import DEVICES
 
 #: version of the result format and of the measurement code; part of every cache key
 #: (2: the budget is ``steps``, not epochs; test accuracy is evaluated at each quarter;
@@ -154,7 +154,7 @@ class NestedConfig:
     def loop_config(self, device: str, progress: bool = False):
         """The training loop's :class:`~moe_routing.model.TrainConfig` of the run on the
         resolved ``device``, with the objective of :meth:`loop_objective`."""
-        from ..model import TrainConfig
+        from ...model import TrainConfig
 
         return TrainConfig(**asdict(self.train), objective=self.loop_objective(),
                            seed=self.seed, device=device, amp=self.amp, progress=progress,
@@ -307,14 +307,16 @@ def _config(cfg) -> ExperimentConfig:
 
 # The code a training run's result depends on: the model, its training and evaluation, the
 # knowledge datasets, the measurements and the four modules of a run (this configuration, its
-# data and measurements, its store, task_routing's training) -- not the book tooling, the
-# boundary-mass or landscape modules, the claims' wording, nor the modules that only *read* trained
-# runs or train other experiments (experiments/bridge.py, experiments/two_hop.py, whose own
-# cache keys add their source, and knowledge/two_hop.py): editing those retrains nothing here.
+# data and measurements, its store, its training: runs.py) -- not the book tooling, the
+# boundary-mass or landscape modules, the claims' wording, the modules that only *read* trained
+# runs (the chapter's plan, claims and power table beside these) or train other experiments
+# (experiments/bridge/, experiments/two_hop/, whose own cache keys add their source, and
+# knowledge/two_hop.py): editing those retrains nothing here.
 TRAINING_CODE = ("model", "knowledge/__init__.py", "knowledge/dataset.py", "knowledge/task.py",
                  "knowledge/templates.py", "knowledge/tokenizer.py", "knowledge/trie",
-                 "knowledge/sources", "experiments/config.py", "experiments/data.py",
-                 "experiments/store.py", "experiments/task_routing.py", "routing_metrics.py",
+                 "knowledge/sources", "experiments/task_routing/config.py",
+                 "experiments/task_routing/data.py", "experiments/task_routing/store.py",
+                 "experiments/task_routing/runs.py", "routing_metrics.py",
                  "runtime.py")
 
 
@@ -325,7 +327,7 @@ def code_fingerprint() -> str:
 
     import torch
 
-    from ..fingerprint import source_fingerprint
+    from ...fingerprint import source_fingerprint
 
     blob = "\0".join([source_fingerprint(TRAINING_CODE), torch.__version__,
                        platform.python_version(), platform.machine()])

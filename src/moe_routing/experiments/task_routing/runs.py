@@ -48,8 +48,9 @@ dataset's relations drawn with ``task_seed``, so a run with 20 tasks contains th
 with 10 tasks (a nested grid) and a different ``task_seed`` draws other relations.
 
 Caching: a run's JSON file is named by a hash of its configuration *and of the code that trains
-and measures it* (:data:`TRAINING_CODE`: the model, the knowledge datasets, the routing
-measurements, the runtime and this module; the torch and Python versions and the platform);
+and measures it* (:data:`~moe_routing.experiments.task_routing.config.TRAINING_CODE`: the model, the
+knowledge datasets, the routing measurements, the runtime and this module; the torch and Python
+versions and the platform);
 :func:`run_grid` skips a configuration whose file exists, so rerunning a chapter whose text
 changed does not retrain, while a change to that code invalidates every cached run.  With one expert the
 three objectives are the same training problem (the router's softmax is identically 1: the LB
@@ -84,19 +85,14 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..atomic import _jsonable, atomic_write_json
-from ..validation import choice, fail, flag, number, sequence, sequence_of
-from ..model.losses import OBJECTIVES
-from ..runtime import PROFILES
+from ...atomic import jsonable, atomic_write_json
+from ...validation import choice, fail, flag, number, sequence, sequence_of
+from ...model.losses import OBJECTIVES
+from ...runtime import PROFILES
 from .config import RESULT_VERSION, ExperimentConfig, _config
-from .data import (_model_config, _object_targets, determined_mask, evaluate_run,
-                   experiment_dataset, oracle_route)
+from .data import _object_targets, evaluate_run, oracle_route, run_parts
 from .store import (_copy_weights, _read_cached, _read_weights, _save_weights, result_path,
                     weights_path)
-# moved to .config and .store; importable from here as before
-from .config import (KEY_FIELDS, TRAINING_CODE, VARIANTS, DataConfig,  # noqa: F401
-                     NestedConfig, code_fingerprint)
-from .store import RESULT_KEYS, WEIGHTS_FORMAT, load_result  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +157,7 @@ def load_model(cfg: ExperimentConfig, artifacts_dir: str | Path, recompute: bool
     log.info("task_routing: recomputing the weights of cached run %s (%s)", cfg.key(),
              run_label(cfg))
     fresh, model = _train_and_measure(cfg, profile, False)
-    fresh = json.loads(json.dumps(fresh, default=_jsonable))
+    fresh = json.loads(json.dumps(fresh, default=jsonable))
     differ = [k for k in REPRODUCED_KEYS if not _same(fresh.get(k), res.get(k))]
     if differ:
         raise RuntimeError(
@@ -202,19 +198,13 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool,
     where the collapsed variant looks for its trained CE run (:func:`_trained_base`)."""
     import torch
 
-    from ..model import TrainData, exact_match
-    from ..runtime import provenance, resolve_device
+    from ...model import exact_match
+    from ...runtime import provenance, resolve_device
 
     device = resolve_device(cfg.device)          # ValueError before any work
     t0 = time.perf_counter()
-    ds = experiment_dataset(cfg)
-    tr = ds.encode_split("train")
-    data = TrainData.from_split(tr, router_mask=determined_mask(ds, tr)
-                                if cfg.control == "router_loss_determined" else None,
-                                route=oracle_route(cfg, tr))
-    mcfg = _model_config(cfg, ds, tr)
-    tcfg = cfg.loop_config(device, progress)
-    te = ds.encode_split("test")
+    parts = run_parts(cfg, device, progress)
+    ds, te, data, mcfg, tcfg = parts.dataset, parts.test, parts.data, parts.model, parts.loop
 
     def test_accuracy(m) -> dict:                 # read-only: training is not changed by it
         return {"accuracy": exact_match(m, te.tokens, te.object_pos, _object_targets(te),
@@ -250,7 +240,7 @@ def _trained_base(cfg: ExperimentConfig, folder: str | Path | None):
     variant last (:func:`run_cost`), when its CE run is written."""
     if cfg.variant != "collapsed" or folder is None:
         return None
-    from ..model.train import History
+    from ...model.train import History
 
     base = cfg.replace(variant="none")
     res, _problem = _read_cached(base, folder)
@@ -264,12 +254,12 @@ def _trained_base(cfg: ExperimentConfig, folder: str | Path | None):
 
 def _train_variant(cfg: ExperimentConfig, mcfg, data, tcfg, eval_fn):
     """``build_and_train`` for ordinary runs (bit for bit); the broken variants build the same
-    seeded model and change one thing (:data:`VARIANTS`)."""
+    seeded model and change one thing (:data:`~moe_routing.experiments.task_routing.config.VARIANTS`)."""
     import torch
 
-    from ..model import MoETransformer, TrainData, build_and_train, train
-    from ..model.train import History
-    from ..runtime import seed_everything
+    from ...model import MoETransformer, TrainData, build_and_train, train
+    from ...model.train import History
+    from ...runtime import seed_everything
 
     eval_every = max(1, cfg.train.steps // EVAL_POINTS)
     if cfg.variant in ("none", "collapsed"):
@@ -291,7 +281,7 @@ def _train_variant(cfg: ExperimentConfig, mcfg, data, tcfg, eval_fn):
 
 def _collapse_routing(model, te) -> None:
     """Send every token to the expert the trained router uses most on the test inputs."""
-    from ..model import collect_routing
+    from ...model import collect_routing
 
     rec = collect_routing(model, te.inputs, te.task, te.loss_mask)
     busiest = int(np.bincount(rec.expert[:, 0].numpy(),
@@ -330,7 +320,7 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     ``ce`` run, ``shared_with`` naming that key.  Configurations with the same training key are
     trained once per call even without an artifacts folder.
 
-    The missing runs are trained by :mod:`moe_routing.experiments.executor`: ``executor``
+    The missing runs are trained by :mod:`moe_routing.experiments.grid.executor`: ``executor``
     ``'local'`` (processes on this machine, each with ``threads`` torch threads, default the
     caller's count;
     ``workers`` of them, ``None``/``'auto'``: as many as make workers × threads = cores,
@@ -342,11 +332,11 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     interrupted grid resumes where it stopped.  ``progress`` adds a tqdm bar to the log lines.
 
     A run that raises does not stop the others: every other run finishes and is written, then
-    :class:`~moe_routing.experiments.executor.GridError` lists the failed runs (key,
+    :class:`~moe_routing.experiments.grid.tasks.GridError` lists the failed runs (key,
     configuration, one-line reason); its ``results`` holds the rows of the others.
     """
-    from .executor import plan
-    from .grid import CachedRuns, run_cached_grid
+    from ..grid.executor import plan
+    from ..grid.runner import CachedRuns, run_cached_grid
 
     configs = sequence_of("configs", configs, ExperimentConfig)
     choice("profile", profile, PROFILES)
@@ -365,10 +355,10 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
 
 def run_cost(cfg: ExperimentConfig) -> float:
     """A run's training time, roughly, in arbitrary units: the order a grid starts its runs in
-    (longest first, :func:`~.grid.run_cached_grid`), never a result.  Steps × sentences per
-    step × (the vocabulary's size, about the tasks' facts, plus the rest of the step's work);
-    0 for the untrained variant.  On 2 cores it puts the 20-task runs (about 25 s each) before
-    the 10-task ones (about 20 s) and the stopped-early, collapsed and untrained variants
+    (longest first, :func:`~moe_routing.experiments.grid.runner.run_cached_grid`), never a result.
+    Steps × sentences per step × (the vocabulary's size, about the tasks' facts, plus the rest of
+    the step's work); 0 for the untrained variant.  On 2 cores it puts the 20-task runs (about 25 s
+    each) before the 10-task ones (about 20 s) and the stopped-early, collapsed and untrained variants
     last."""
     if cfg.variant == "untrained":
         return 0.0

@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..validation import choice, fail, require
-from ..verdicts import training as rules
+from ...validation import choice, fail, require
+from ...verdicts import training as rules
 from . import claims
 from .config import ExperimentConfig
 

@@ -5,10 +5,10 @@ plus the run's own objective, seed, device and amp, and its cache key.
 
 The model and schedule parts are the library's own, as in paper A's
 :class:`~moe_routing.experiments.ExperimentConfig` (both are a
-:class:`~moe_routing.experiments.config.NestedConfig`): a knob of the model or of training is
+:class:`~moe_routing.experiments.task_routing.config.NestedConfig`): a knob of the model or of training is
 declared, defaulted and validated once, and a run's ``MoEConfig`` and ``TrainConfig`` are built
 from the parts (:meth:`MoEShape.config`, :meth:`NestedConfig.loop_config`), never copied field
-by field.  How a run uses it: :mod:`.two_hop`.
+by field.  How a run uses it: :mod:`.runs`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import ClassVar, Iterable
 
-from ..model.config import MoEShape
-from ..model.losses import OBJECTIVES
-from ..model.train import TrainSchedule
-from ..validation import fail, integer, probability, require, sequence
-from .config import NestedConfig, code_fingerprint
+from ...model.config import MoEShape
+from ...model.losses import OBJECTIVES
+from ...model.train import TrainSchedule
+from ...validation import fail, integer, probability, require, sequence
+from ..task_routing.config import NestedConfig, code_fingerprint
 
 #: version of the result format and of the measurement code; part of every cache key
 #: (2: the configuration nests the library's MoEShape and TrainSchedule; the objective, seed,
@@ -35,9 +35,7 @@ RESULT_VERSION = 3
 LAYERS = (1, 2)
 
 #: the code of a two-hop run besides the task-routing training code (its cache key holds it)
-TWO_HOP_CODE = ("experiments/two_hop.py", "experiments/two_hop_config.py",
-                "experiments/two_hop_measure.py", "knowledge/two_hop.py",
-                "knowledge/two_hop_dataset.py")
+TWO_HOP_CODE = ("experiments/two_hop", "knowledge/two_hop.py", "knowledge/two_hop_dataset.py")
 
 
 def _put(obj, name, value):
@@ -74,7 +72,7 @@ class TwoHopData:
     data_seed: int = 0
 
     def __post_init__(self):
-        from ..knowledge.two_hop import embedded_chains
+        from ...knowledge.two_hop import embedded_chains
 
         name = "TwoHopData.chains"
         accepted = ("a non-empty sequence of distinct (first, second) relation-id pairs, each a "
@@ -213,7 +211,7 @@ class TwoHopConfig(NestedConfig):
 
 @lru_cache(maxsize=1)
 def _two_hop_fingerprint() -> str:
-    from ..fingerprint import source_fingerprint
+    from ...fingerprint import source_fingerprint
 
     return source_fingerprint(TWO_HOP_CODE)[:16]
 

@@ -4,15 +4,15 @@ Each worker runs with the caller's torch thread count and, on CUDA, its own GPU 
 over the GPUs, :func:`gpu_of_worker`); a worker that dies fails the tasks it took, and an
 interruption stops them all.  :func:`.executor.run_tasks` runs a single task, or
 ``workers=1``, in the calling process instead; the pool is here, apart from the other
-backends (:mod:`.executor_ray`, :mod:`.executor_slurm`), which need packages of their own.
+backends (:mod:`.ray_cluster`, :mod:`.slurm`), which need packages of their own.
 """
 
 from __future__ import annotations
 
 import contextlib
 
-from ..validation import integer
-from .executor_tasks import Plan, Task, _call, one_line
+from ...validation import integer
+from .tasks import Plan, Task, _call, one_line
 
 
 #: seconds to wait for a stopped worker to exit before it is killed
@@ -28,7 +28,7 @@ def _worker_init(threads: int, gpu_slot=None) -> None:
     enough to share one) and a run's ``device="cuda"`` means that GPU."""
     import torch
 
-    from ..atomic import clean_exit_on_sigterm
+    from ...atomic import clean_exit_on_sigterm
 
     clean_exit_on_sigterm()              # stopped mid-write, a worker leaves no temporary behind
     torch.set_num_threads(threads)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from ..validation import fail, integer
-from .executor_tasks import Plan, Task, _call, _env, _import_backend, cpu_cores, one_line
+from ...validation import fail, integer
+from .tasks import Plan, Task, _call, _env, _import_backend, cpu_cores, one_line
 
 #: seconds a TCP connection to ``RAY_ADDRESS`` may take before the address counts as unreachable
 CONNECT_TIMEOUT_S = 3.0
@@ -111,8 +111,9 @@ def ray_session(workers: int | None = None, threads: int | None = None) -> Itera
     """Ray connected for the duration: the caller's instance when already initialised, the
     cluster at ``RAY_ADDRESS`` when set, otherwise a new instance on this machine (loopback
     only, ``workers × threads`` CPUs, or all cores) that is shut down at the end.  Yields
-    whether this call started it.  Wrap several :func:`run_grid` calls in one session to pay
-    Ray's start-up (seconds) once.  A session started here carries the package to its workers
+    whether this call started it.  Wrap several
+    :func:`~moe_routing.experiments.task_routing.runs.run_grid` calls in one session to pay Ray's
+    start-up (seconds) once.  A session started here carries the package to its workers
     (``runtime_env``, :func:`ray_runtime_env`)."""
     ray = _import_backend("ray")
     if ray.is_initialized():
@@ -171,7 +172,9 @@ def ray_runtime_env() -> dict:
     once.  The library's dependencies (torch, numpy, ...) must be on the nodes.  Ray uploads a
     local folder only for a whole job (``ray.init(runtime_env=...)``), not for one task: a
     session of :func:`ray_session` passes it; a caller's own ``ray.init`` should too."""
-    package = Path(__file__).resolve().parents[1]              # moe_routing/
+    import moe_routing
+
+    package = Path(moe_routing.__file__).resolve().parent     # moe_routing/, wherever it lies
     return {"py_modules": [str(package)], "excludes": ["__pycache__/", "*.pyc"]}
 
 

@@ -1,9 +1,10 @@
 """Reading a cached run: the one check both training caches apply before trusting a file.
 
-A run's JSON is named by its key (:mod:`.task_routing`, :mod:`.two_hop`); the file found under
-that name is used only if it is readable JSON, a mapping, of the current format version, with
-every field a result has, and the result of *this* configuration (its key and training key).
-Anything else is reported, never read as a result: the caller redoes the run and logs why.
+A run's JSON is named by its key (:mod:`~moe_routing.experiments.task_routing.runs`,
+:mod:`~moe_routing.experiments.two_hop.runs`); the file found under that name is used only if it is
+readable JSON, a mapping, of the current format version, with every field a result has, and the
+result of *this* configuration (its key and training key). Anything else is reported, never read as
+a result: the caller redoes the run and logs why.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A training grid is many runs that share nothing: each seeds itself and writes its own result, so
 they can go in any order, anywhere, and the results are those of a serial loop.  This module
 decides *where* they run; what a task computes, and where its result is kept, is the caller's
-(:func:`moe_routing.experiments.task_routing.run_grid`).
+(:func:`moe_routing.experiments.task_routing.runs.run_grid`).
 
 Backends (``executor``):
 
@@ -16,11 +16,13 @@ Backends (``executor``):
   first, so an unreachable address is one line here, not a Ray traceback); otherwise a Ray
   instance is started on this machine, listening on the loopback interface only, without a
   dashboard, usage reporting or log forwarding, and shut down when the grid ends.  An instance
-  the caller started (``ray.init()`` or :func:`ray_session`) is used and left running.  Results
-  travel back to the driver as values: the nodes need not share a file system.  Every task
-  carries this very ``moe_routing`` package in its ``runtime_env`` (:func:`ray_runtime_env`):
-  a node of a cluster that does not have the library, or has another version of it, runs the
-  driver's code (an instance the caller started gets it with
+  the caller started (``ray.init()`` or
+  :func:`~moe_routing.experiments.grid.ray_cluster.ray_session`) is used and left running.  Results
+  travel back to the driver as values: the nodes need not share a file system.  Every task carries
+  this very ``moe_routing`` package in its ``runtime_env``
+  (:func:`~moe_routing.experiments.grid.ray_cluster.ray_runtime_env`): a node of a cluster that does
+  not have the library, or has another version of it, runs the driver's code (an instance the caller
+  started gets it with
   ``ray.init(runtime_env=ray_runtime_env())``: Ray uploads a local package at the job level
   only).
 * ``slurm`` -- every task a SLURM job submitted through ``submitit`` (the ``slurm`` extra),
@@ -42,41 +44,35 @@ read, is checked before any task starts.  The backend never changes a result: a 
 same code with the same thread count wherever it runs.
 
 Failures are isolated: a task that raises is recorded with a one-line reason and every other
-task still runs; the caller raises one :class:`GridError` listing them at the end (a worker
-process that dies -- killed, out of memory -- fails the tasks it took with it, which are listed
-the same way).  Progress is one ``logging`` line per finished task (``grid: run 3 of 12 done
-(...) in 4.1 s; elapsed 12 s, ETA 36 s``, logger ``moe_routing.experiments.executor``), and
-a tqdm bar on request.  An interrupted grid (Ctrl-C, a killed kernel) stops its workers; what
-finished before is kept by the caller, so the rerun skips it.
+task still runs; the caller raises one :class:`~moe_routing.experiments.grid.tasks.GridError`
+listing them at the end (a worker process that dies -- killed, out of memory -- fails the tasks it
+took with it, which are listed the same way).  Progress is one ``logging`` line per finished task
+(``grid: run 3 of 12 done (...) in 4.1 s; elapsed 12 s, ETA 36 s``, logger
+``moe_routing.experiments.grid.executor``), and a tqdm bar on request.  An interrupted grid (Ctrl-C,
+a killed kernel) stops its workers; what finished before is kept by the caller, so the rerun skips it.
 
-The backends live in modules of their own -- :mod:`.executor_local`, :mod:`.executor_ray` and
-:mod:`.executor_slurm` -- and the records and helpers they share (:class:`Task`,
-:class:`TaskFailure`, :class:`GridError`, :class:`Plan`, the call each task runs in) in
-:mod:`.executor_tasks`; this module chooses and sizes the backend (:func:`plan`) and runs the
-grid on it (:func:`run_tasks`).  Their public names are importable from here, as before.
+The backends live in modules of their own -- :mod:`.local`, :mod:`.ray_cluster` and
+:mod:`.slurm` -- and the records and helpers they share (:class:`Task`,
+:class:`TaskFailure`, :class:`~moe_routing.experiments.grid.tasks.GridError`, :class:`Plan`, the
+call each task runs in) in
+:mod:`.tasks`; this module chooses and sizes the backend (:func:`plan`) and runs the
+grid on it (:func:`run_tasks`).
 """
 
 from __future__ import annotations
 
 import logging
-import shutil  # noqa: F401 -- ``executor.shutil`` as before: tests patch ``shutil.which`` by it
 import time
 import traceback
 from typing import Any, Callable, Sequence
 
-from ..progress import duration
-from ..validation import choice, fail, integer, require
-from .executor_local import _run_pool
-from .executor_ray import _ray_address, _run_ray
-from .executor_slurm import _run_slurm, _slurm_settings
-from .executor_tasks import Plan, Task, TaskFailure, _call, _env, _import_backend, one_line
-# moved to .executor_tasks and the backends' modules; importable from here as before
-from .executor_local import gpu_of_worker  # noqa: F401
-from .executor_ray import (CONNECT_TIMEOUT_S, RAY_CLIENT_PORT, RAY_GCS_PORT,  # noqa: F401
-                           ray_runtime_env, ray_session)
-from .executor_slurm import (ENV_SLURM_CLUSTER, ENV_SLURM_FOLDER, ENV_SLURM_PARAMS,  # noqa: F401
-                             SLURM_CLUSTERS, SLURM_POLL_S, SLURM_TIMEOUT_MIN)
-from .executor_tasks import GridError, SlurmSettings, cpu_cores  # noqa: F401
+from ...progress import duration
+from ...validation import choice, fail, integer, require
+from .local import _run_pool
+from .ray_cluster import _ray_address, _run_ray
+from .slurm import _run_slurm, _slurm_settings
+from .tasks import Plan, Task, TaskFailure, _call, _env, _import_backend, one_line
+from .tasks import cpu_cores
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +112,7 @@ def plan(executor: str | None = None, workers: int | str | None = None, *,
     ``MOE_SLURM_PARAMS`` parameters that submitit accepts."""
     import torch
 
-    from ..runtime import resolve_device
+    from ...runtime import resolve_device
 
     name = "executor"
     if executor is None and _env(ENV_EXECUTOR) is not None:

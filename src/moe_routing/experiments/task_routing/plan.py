@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..model.losses import OBJECTIVES
-from ..validation import flag, integer, require, sequence
+from ...model.losses import OBJECTIVES
+from ...validation import flag, integer, require, sequence
 from .power import broken_configs
 from .config import CONTROLS, ExperimentConfig
-from .task_routing import grid_configs
+from .runs import grid_configs
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class TrainingPlan:
     controls : the variant's task-router runs with the loss changed, × seeds: its gradient
         stopped at the router's input, the loss only at the task-determined positions, routed
         by the task with no router (the oracle), and a tenth of its weight
-        (:data:`~moe_routing.experiments.config.CONTROLS`); empty without a variant or with
+        (:data:`~moe_routing.experiments.task_routing.config.CONTROLS`); empty without a variant or with
         ``controls`` off.
     broken : the broken variants of A-Fig. 2's configuration (:mod:`.power`), or none.
     """

@@ -5,9 +5,9 @@ passing for a rate), and the fits across temperatures -- the rate's slope agains
 (:func:`rate_scaling`, prediction 1) and the value after a fixed number of steps
 (:func:`step_scaling`: AdamW's slope is about 0, SGD's positive).
 
-The setup and the training runs are :mod:`.router_temperature`'s (its docstring states every
+The setup and the training runs are :mod:`.temperature`'s (its docstring states every
 hypothesis); this module only reads numbers, so the fits can be tested and re-run on stored
-trajectories without training.  Importable from :mod:`.router_temperature` as before.
+trajectories without training.
 Shapes: ``S`` steps.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import validation as check
+from ... import validation as check
 
 #: the two measures of the router (:class:`GrowthRun`)
 MEASURES = ("aligned", "contrast")
@@ -71,7 +71,7 @@ def fit_growth(values, scaled, band) -> GrowthFit:
     ``scaled`` (S,) first lies in ``band`` = (lo, hi): from the first step with scaled ≥ lo to
     the last before scaled first exceeds hi -- the same band of the linearisation for every
     τ (below lo the start's transient, above hi the softmax is no longer linear).  ``band``:
-    two finite numbers 0 < lo < hi (as :attr:`.router_temperature.TemperatureSetup.band`)."""
+    two finite numbers 0 < lo < hi (as :attr:`.temperature.TemperatureSetup.band`)."""
     values = check.finite_array("values", values, ndim=1, low=0)
     scaled = check.finite_array("scaled", scaled, shape=(values.size,), low=0)
     lo, hi = _band(band)

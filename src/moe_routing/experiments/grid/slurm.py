@@ -15,8 +15,8 @@ import shutil
 import time
 from pathlib import Path
 
-from ..validation import fail, require
-from .executor_tasks import Plan, SlurmSettings, Task, _call, _env, _import_backend, one_line
+from ...validation import fail, require
+from .tasks import Plan, SlurmSettings, Task, _call, _env, _import_backend, one_line
 
 #: the ``slurm`` backend's settings (environment variables, read and checked by
 #: :func:`.executor.plan`)

@@ -1,12 +1,12 @@
 """One grid runner for the experiments that train: cached results first, the rest through
-:mod:`~moe_routing.experiments.executor`, one row per configuration in order.
+:mod:`~moe_routing.experiments.grid.executor`, one row per configuration in order.
 
-Paper A's training grid (:func:`~moe_routing.experiments.task_routing.run_grid`) and the
-two-hop grid (:func:`~moe_routing.experiments.two_hop.run_two_hop_grid`) did the same five
+Paper A's training grid (:func:`~moe_routing.experiments.task_routing.runs.run_grid`) and the
+two-hop grid (:func:`~moe_routing.experiments.two_hop.runs.run_two_hop_grid`) did the same five
 things in two copies: look each distinct key up in the cache folders, send the missing runs to
 a backend, check and write each result as it arrives (a Ray result comes back as a value; a
 local worker writes its own), build the rows in the configurations' order (a repeat of a key
-is a shared copy), and raise :class:`~moe_routing.experiments.executor.GridError` with the rows
+is a shared copy), and raise :class:`~moe_routing.experiments.grid.tasks.GridError` with the rows
 of the others when some run failed.  This module is that one loop; an experiment says how to
 read, write and run one configuration (:class:`CachedRuns`).
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..atomic import atomic_write_json
+from ...atomic import atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,11 @@ def run_cached_grid(runs: CachedRuns, configs: Sequence, artifacts_dir, how, *,
     processing-time rule); the rows' order does not change.  Returns one row per
     configuration, in order: the result with ``config`` (the requested configuration's
     mapping) and ``cached`` (not trained in this call, or a repeat of a key).  A failed run
-    does not stop the others; :class:`~.executor.GridError` lists the failures and holds the
-    other rows.
+    does not stop the others; :class:`~moe_routing.experiments.grid.tasks.GridError` lists the
+    failures and holds the other rows.
     """
-    from .executor import GridError, Task, run_tasks
+    from .tasks import GridError, Task
+    from .executor import run_tasks
 
     folders = ([] if artifacts_dir is None else [artifacts_dir]) + list(reuse_from)
     done: dict[str, tuple[dict, bool]] = {}      # key -> (result, read from a cache)

@@ -1,19 +1,19 @@
 """What the Mixtral-style routing contrast measures and reports (part of
-:mod:`.hf_routing`): one run's per-layer :class:`LayerRoutingSummary` and :class:`RoutingRun`,
+:mod:`.runs`): one run's per-layer :class:`LayerRoutingSummary` and :class:`RoutingRun`,
 and over seeds the :class:`Interval`, :class:`ObjectiveLayer` and :class:`RoutingComparison`
 the training chapter reads.
 
-Separate because these are plain records, shared by the measurement (:mod:`.hf_routing_measure`)
-and the runs and their cache (:mod:`.hf_routing`); a cached run is the ``asdict`` of its
+Separate because these are plain records, shared by the measurement (:mod:`.measure`)
+and the runs and their cache (:mod:`.runs`); a cached run is the ``asdict`` of its
 :class:`LayerRoutingSummary`, so this module is part of the runs' cache key
-(:data:`.hf_routing.HF_ROUTING_CODE`).
+(:data:`.runs.HF_ROUTING_CODE`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..validation import choice, integer
+from ...validation import choice, integer
 
 
 # ----------------------------------------------------------------------------- results

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .. import validation as check
+from ... import validation as check
 
 
 def cpu_seconds() -> float:
@@ -77,10 +77,10 @@ class GridSession:
         return self.plan.describe()
 
     def run_grid(self, configs, artifacts_dir, profile: str = "smoke") -> list[dict]:
-        """:func:`~.task_routing.run_grid` on this session's backend, reading cached runs back
-        from ``artifacts_dir`` and then from the session's ``runs_from`` folders (the
+        """:func:`~moe_routing.experiments.task_routing.runs.run_grid` on this session's backend,
+        reading cached runs back from ``artifacts_dir`` and then from the session's ``runs_from`` folders (the
         chapter's own temporary folder among them is skipped)."""
-        from .task_routing import run_grid
+        from ..task_routing.runs import run_grid
 
         check.require(not self.closed, "session", "closed", "an open GridSession")
         here = None if artifacts_dir is None else Path(artifacts_dir).resolve()
@@ -92,8 +92,8 @@ class GridSession:
     def run_with(self, grid, configs, artifacts_dir, profile: str = "smoke") -> list[dict]:
         """Another grid runner of the library on this session's backend, with its progress
         lines: ``grid`` takes ``(configs, artifacts_dir, profile=, progress=, workers=,
-        executor=, threads=)``, as :func:`~.two_hop.run_two_hop_grid` does (the two-hop
-        chapter's grid; it reads cached runs from ``artifacts_dir`` only)."""
+        executor=, threads=)``, as :func:`~moe_routing.experiments.two_hop.runs.run_two_hop_grid`
+        does (the two-hop chapter's grid; it reads cached runs from ``artifacts_dir`` only)."""
         check.require(not self.closed, "session", "closed", "an open GridSession")
         grid = check.function("grid", grid)
         return grid(configs, artifacts_dir, profile=profile, progress=False,

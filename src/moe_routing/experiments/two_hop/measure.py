@@ -1,11 +1,11 @@
 """What a two-hop run is trained on and what is measured on it (ours, beyond paper A): the
 mixed dataset of a configuration, the hops of every task, the run's split (train, single-hop
 test, seen compositions in an unseen template, held-out compositions), each layer's router
-targets, and :func:`evaluate_two_hop` -- every measurement :mod:`.two_hop`'s docstring lists.
+targets, and :func:`evaluate_two_hop` -- every measurement :mod:`.runs`'s docstring lists.
 
-Separate from the run (:mod:`.two_hop`) so that the measurement can be read, and called on a
+Separate from the run (:mod:`.runs`) so that the measurement can be read, and called on a
 trained model, without the caching and the grid.  Part of the two-hop cache key
-(:data:`~.two_hop_config.TWO_HOP_CODE`).
+(:data:`~moe_routing.experiments.two_hop.config.TWO_HOP_CODE`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..validation import instance, integer, require
-from .two_hop_config import TwoHopConfig, TwoHopData, _config
+from ...validation import instance, integer, require
+from .config import TwoHopConfig, TwoHopData, _config
 
 
 # ----------------------------------------------------------------------------- data
 @lru_cache(maxsize=4)
 def _dataset(data: TwoHopData):
-    from ..knowledge.two_hop_dataset import build_mixed_dataset
+    from ...knowledge.two_hop_dataset import build_mixed_dataset
 
     return build_mixed_dataset(dict(zip(data.chains, (list(t) for t in data.chain_templates))),
                                n_pairs=data.n_pairs, n_templates=data.n_templates,
@@ -37,7 +37,7 @@ def two_hop_dataset(cfg: TwoHopConfig):
 def hop_tasks(ds) -> np.ndarray:
     """(K, 2) int: the (hop-1, hop-2) task of every task of ``ds`` — the indices of a two-hop
     task's first and second single-hop tasks, (k, k) for a single-hop task k."""
-    from ..knowledge.two_hop import TwoHopTask
+    from ...knowledge.two_hop import TwoHopTask
 
     names = {t.name: k for k, t in enumerate(ds.tasks)}
     return np.array([(names[t.first.name], names[t.second.name]) if isinstance(t, TwoHopTask)
@@ -106,7 +106,7 @@ def _objects(split):
 
 
 def _correct(model, split) -> np.ndarray:
-    from ..model import exact_match
+    from ...model import exact_match
 
     return exact_match(model, split.tokens, split.object_pos, _objects(split)).correct.numpy()
 
@@ -120,10 +120,10 @@ def fact_ids(ds, split) -> np.ndarray:
 
 def _scored(correct: np.ndarray, facts: np.ndarray) -> dict:
     """Accuracy, count, interval clustered by fact (one run: the test set's term alone,
-    :func:`~.accuracy.clustered_se`; binomial where fewer than two facts), and the
+    :func:`~moe_routing.experiments.accuracy.clustered_se`; binomial where fewer than two facts), and the
     per-sentence ``correct`` (0/1) with its ``facts``: what a cell's interval over seeds and
     a paired difference need."""
-    from .accuracy import accuracy_interval, clustered_se
+    from ..accuracy import accuracy_interval, clustered_se
 
     n = int(correct.size)
     acc = float(correct.mean()) if n else float("nan")
@@ -138,7 +138,7 @@ def _scored(correct: np.ndarray, facts: np.ndarray) -> dict:
 def _se(values: np.ndarray, facts: np.ndarray) -> list | None:
     """[standard error, degrees of freedom] of ``values.mean()`` clustered by fact (None with
     fewer than two facts)."""
-    from .accuracy import clustered_se
+    from ..accuracy import clustered_se
 
     if values.size < 2 or np.unique(facts).size < 2:
         return None
@@ -166,8 +166,8 @@ def evaluate_two_hop(model, ds, parts: TwoHopSplit, n_experts: int) -> dict:
     (``model.config.n_experts``: the routes are counted over that many experts)."""
     import torch
 
-    from .. import routing_metrics as rm
-    from ..model import MoETransformer, collect_routing
+    from ... import routing_metrics as rm
+    from ...model import MoETransformer, collect_routing
 
     instance("model", model, MoETransformer, "a MoETransformer (the trained two-hop model)")
     have = int(model.config.n_experts)

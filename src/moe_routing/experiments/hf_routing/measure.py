@@ -1,28 +1,28 @@
 """How one model's routing is measured for the training chapter's contrast (part of
-:mod:`.hf_routing`): the task-determined test positions (:func:`determined_positions`), a
-run's per-layer :class:`~.hf_routing_results.LayerRoutingSummary` with its bootstrap NMI
-interval over test sentences, and :func:`measure_hf_model`, a transformers MoE model measured
+:mod:`.runs`): the task-determined test positions (:func:`determined_positions`), a
+run's per-layer :class:`~moe_routing.experiments.hf_routing.results.LayerRoutingSummary` with its
+bootstrap NMI interval over test sentences, and :func:`measure_hf_model`, a transformers MoE model measured
 at those positions.
 
-Separate from the runs and their cache (:mod:`.hf_routing`) because it trains nothing: it is
+Separate from the runs and their cache (:mod:`.runs`) because it trains nothing: it is
 the same measurement for a Mixtral-style model and, at the same positions, for the library's
-own (:func:`.hf_routing.library_routing`).
+own (:func:`.runs.library_routing`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import routing_metrics as rm
-from ..validation import number, require
-from .hf_routing_results import LayerRoutingSummary
+from ... import routing_metrics as rm
+from ...validation import number, require
+from .results import LayerRoutingSummary
 
 #: bootstrap resamples of the test sentences for one run's NMI interval
 N_BOOT = 200
 
 
 def _dataset(dataset):
-    from ..knowledge import KnowledgeDataset
+    from ...knowledge import KnowledgeDataset
 
     require(isinstance(dataset, KnowledgeDataset), "dataset", type(dataset).__name__,
             "a moe_routing.knowledge.KnowledgeDataset (e.g. task_routing.experiment_dataset)")
@@ -64,7 +64,7 @@ def _nmi_interval(task, expert, sentence, n_tasks, n_experts, seed: int = 0,
 
 def _layer_summary(layer: int, top1, topk_nmi, task, sentence, margins, n_tasks, n_experts,
                    w_star, seed) -> LayerRoutingSummary:
-    from ..boundary.mass import boundary_mass_from_margins
+    from ...boundary.mass import boundary_mass_from_margins
 
     summ = rm.routing_summary(task, top1, n_tasks, n_experts)
     lo, hi = _nmi_interval(task, top1, sentence, n_tasks, n_experts, seed)
@@ -87,7 +87,7 @@ def measure_hf_model(model, dataset, w_star: float = 0.1, seed: int = 0
     :class:`LayerRoutingSummary` per layer (``seed``: of the NMI bootstrap).  A model without
     router logits (a dense model, a router that is not linear) is refused by
     :func:`moe_routing.hf.router_modules`, naming its class."""
-    from .. import hf
+    from ... import hf
 
     dataset = _dataset(dataset)
     w_star = number("w_star", w_star, low=0, low_open=True)

@@ -6,8 +6,8 @@ each task through :func:`_call`, which catches the task's exception where it ran
 :class:`TaskFailure` reads the same whichever backend it came from, and the caller raises one
 :class:`GridError` for them all.  These records and the helpers the backends need (the cores
 of this machine, the environment's settings, the backends' own packages) are kept apart from
-:mod:`.executor` so that each backend module (:mod:`.executor_local`, :mod:`.executor_ray`,
-:mod:`.executor_slurm`) imports them without importing the others.
+:mod:`.executor` so that each backend module (:mod:`.local`, :mod:`.ray_cluster`,
+:mod:`.slurm`) imports them without importing the others.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..validation import fail
+from ...validation import fail
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class GridError(RuntimeError):
     """Some tasks of a grid failed; every other one finished (and was kept by the caller).
 
     ``failures`` lists them (:class:`TaskFailure`), ``results`` holds what the caller could
-    still return (for :func:`~moe_routing.experiments.task_routing.run_grid`: the rows of the
+    still return (for :func:`~moe_routing.experiments.task_routing.runs.run_grid`: the rows of the
     configurations that have a result, in their order)."""
 
     def __init__(self, failures: Sequence[TaskFailure], total: int, results: Sequence = ()):

@@ -28,7 +28,7 @@ Two measures of the router, recorded before every step:
 * the **router contrast** |w| -- the Frobenius norm of the router weights centred over the
   experts, B's state variable (the norm of w in :func:`.symmetry.fit_growth_rate`);
 * the **task-aligned component** A -- at the template-determined positions (the prefix is
-  continued by one task only, as in :mod:`.bridge`), the router's raw logits ``W x`` (the
+  continued by one task only, as in :mod:`.margins`), the router's raw logits ``W x`` (the
   model's logits times τ: B's state is w, not w/τ) centred over the experts, and their
   between-task spread ``A = sqrt(Σ_k f_k |μ_k − μ|²)`` (μ_k the mean centred logit vector of
   task k's positions, f_k their share, μ the overall mean): the projection of the logits on
@@ -39,9 +39,10 @@ The **growth rate** is the least-squares slope of log |w| (or log A) against the
 window where the softmax's argument (the largest |centred logit|/τ) first lies in ``band`` =
 (lo, hi): above lo the start's transient (w = 0 grows first like t, not exponentially) is
 over, below hi the softmax is still linear -- the same band of the linearisation for every τ.
-A fit counts only when the growth is log-linear there (:meth:`GrowthFit.log_linear`: R² and
-the ratio of the window's two halves' slopes), so a drift that is a power of t -- AdamW's
-router grows like t -- is never read as a rate.
+A fit counts only when the growth is log-linear there
+(:meth:`moe_routing.experiments.bridge.temperature_fits.GrowthFit.log_linear`: R² and the ratio of
+the window's two halves' slopes), so a drift that is a power of t -- AdamW's router grows like t --
+is never read as a rate.
 
 Shapes: ``n`` sentences, ``t`` positions, ``e`` experts, ``S`` steps.
 """
@@ -55,13 +56,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import validation as check
+from ... import validation as check
 
 # what a run records and the fits of its rates live in .router_temperature_fits; importable
 # from here
-from .router_temperature_fits import (MEASURES, GrowthFit, GrowthRun,  # noqa: F401
-                                      StepScaling, TemperatureScaling, _grid, _loglog, _slope,
-                                      fit_growth, rate_scaling, step_scaling)
+from .temperature_fits import GrowthRun, fit_growth
 
 OPTIMIZERS = ("sgd", "adamw")
 
@@ -72,9 +71,10 @@ class TemperatureSetup:
 
     Data: ``n_tasks`` tasks of the embedded knowledge base (``n_relations``, ``n_pairs``,
     ``n_templates``, ``data_seed``; the first ``n_tasks`` of a ``task_seed`` permutation, the
-    selection of :mod:`.task_routing`), ``n_sentences`` training sentences (a fixed draw).
-    Model: ``d_model``, ``n_heads``, ``d_expert``, ``n_experts`` (soft mixture, module doc).
-    Training: at most ``steps`` full-batch steps of ``optimizer`` at constant ``lr`` (with
+    selection of :mod:`~moe_routing.experiments.task_routing.runs`), ``n_sentences`` training
+    sentences (a fixed draw). Model: ``d_model``, ``n_heads``, ``d_expert``, ``n_experts`` (soft
+    mixture, module doc). Training: at most ``steps`` full-batch steps of ``optimizer`` at constant
+    ``lr`` (with
     ``stop_early``, a run stops once the softmax's argument leaves ``band``); the symmetric
     start ``router_init``, ``expert_init``.  Fit: ``band`` of the softmax's argument.
     """
@@ -142,7 +142,7 @@ class TemperatureSetup:
 def _knowledge(n_relations: int, n_pairs: int, n_templates: int, data_seed: int,
                tasks: tuple[int, ...]):
     """The dataset of ``tasks``: built once per process (every run of a sweep reads it)."""
-    from ..knowledge import build_dataset
+    from ...knowledge import build_dataset
 
     full = build_dataset(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
                          seed=data_seed)
@@ -180,8 +180,8 @@ def symmetric_model(setup: TemperatureSetup, tau: float, seed: int, vocab_size: 
     τ of one seed; with ``router_init = expert_init = 0`` the state is exactly symmetric."""
     import torch
 
-    from ..model import MoEConfig, MoETransformer
-    from ..runtime import seed_everything
+    from ...model import MoEConfig, MoETransformer
+    from ...runtime import seed_everything
 
     tau = check.temperature("tau", tau)
     seed = check.integer("seed", seed, low=0)

@@ -24,14 +24,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import routing_metrics as rm
-from ..validation import fail, integer, number, require
-from ..verdicts import Verdict
-from ..verdicts import codes_variant
-from ..verdicts import training as rules
-from .accuracy import (AccuracyInterval, PairedDifference, accuracy_interval,
-                       paired_difference, shared_sampling_error)
-from .task_routing import convergence
+from ... import routing_metrics as rm
+from ...validation import fail, integer, number, require
+from ...verdicts import Verdict
+from ...verdicts import codes_variant
+from ...verdicts import training as rules
+from ..accuracy import (AccuracyInterval, PairedDifference, accuracy_interval, paired_difference,
+                        shared_sampling_error)
+from .runs import convergence
 
 
 def _results(name: str, results) -> list[dict]:

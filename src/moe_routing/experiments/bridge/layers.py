@@ -1,17 +1,17 @@
-"""A trained one-layer router taken apart for :mod:`.bridge` (ours): the checks of a model,
+"""A trained one-layer router taken apart for :mod:`.margins` (ours): the checks of a model,
 a dataset and a split, and the layer's parts -- the residual after attention A', the router
 logits, every expert's output FF_k, the unembedding head and a float64 copy.
 
-Shared by the margins and boundary mass (:mod:`.bridge`) and the soft-versus-hard mixture
-(:mod:`.bridge_soft_hard`), so both read the model the same way; the conventions are
-:mod:`.bridge`'s docstring.
+Shared by the margins and boundary mass (:mod:`.margins`) and the soft-versus-hard mixture
+(:mod:`.soft_hard`), so both read the model the same way; the conventions are
+:mod:`.margins`'s docstring.
 """
 
 from __future__ import annotations
 
 import copy
 
-from .. import validation as check
+from ... import validation as check
 
 #: the splits of a dataset the measurements run on
 SPLITS = ("test", "train")
@@ -22,7 +22,7 @@ def _model(model, top_1: bool = False):
     """``model``, checked: one layer, ≥ 2 experts, all alive; ``top_1``: also top-1 routing
     (the soft mixture at τ → 0 is the top-1 hard router, paper B's setting: a top-k model's
     hard forward is not that limit, so comparing the two would measure something else)."""
-    from ..model import MoETransformer
+    from ...model import MoETransformer
 
     check.instance("model", model, MoETransformer, "a MoETransformer (e.g. from load_model)")
     cfg = model.config
@@ -42,7 +42,7 @@ def _model(model, top_1: bool = False):
 
 
 def _dataset(dataset, model):
-    from ..knowledge import KnowledgeDataset
+    from ...knowledge import KnowledgeDataset
 
     check.instance("dataset", dataset, KnowledgeDataset,
                    "a KnowledgeDataset (e.g. task_routing.experiment_dataset(cfg))")

@@ -13,8 +13,9 @@ layer's exact router logits), and measures both models the same way:
 
 * **Positions.**  The *task-determined* positions of the test split: those that predict a next
   token and whose prefix is continued by sentences of one task only (the dataset's prefix trie:
-  ``routing_determined`` of :func:`.task_routing.evaluate_run`, the ``determined`` positions of
-  :mod:`.bridge`).  Only there can a router reading the prefix know the task.
+  ``routing_determined`` of :func:`moe_routing.experiments.task_routing.data.evaluate_run`, the
+  ``determined`` positions of
+  :mod:`~moe_routing.experiments.bridge.margins`).  Only there can a router reading the prefix know the task.
 * **Routing.**  Per layer, :func:`moe_routing.routing_metrics.routing_summary` of the *top-1*
   expert against the task (the library's model routes top-1; for Mixtral the top-1 expert is
   its most weighted one), so the NMI, purity, load entropy and utilisation of both models are
@@ -25,19 +26,20 @@ layer's exact router logits), and measures both models the same way:
   reads them by hooks) and BM(w*) = P(Δ ≤ w*) with its Wilson interval.
 * **Over seeds.**  :class:`Interval`: the mean over seeds, and from the lowest lower end to the
   highest upper end of the seeds' own intervals — the larger of the seed spread and the sampling
-  error of one test set, as :func:`.accuracy.accuracy_interval` does for accuracies.
+  error of one test set, as :func:`moe_routing.experiments.accuracy.accuracy_interval` does for accuracies.
 
 Caching: one JSON per (configuration, objective, seed) under ``<artifacts_dir>/hf_routing/``,
 named by a hash of the training key (sizes, objective, seed, w*, a fingerprint of the dataset's
 encoded sentences and split) together with the code that trains and measures
 (:data:`HF_ROUTING_CODE`, the task-routing training code fingerprint) and the transformers
-version; written atomically and read back through :func:`.cache.read_cached`, so a re-executed
-chapter retrains nothing and a result of other code or data is never reused.
+version; written atomically and read back through
+:func:`moe_routing.experiments.grid.cache.read_cached`, so a re-executed chapter retrains nothing
+and a result of other code or data is never reused.
 
-The parts: :mod:`.hf_routing_results` (what a run and a comparison hold) and
-:mod:`.hf_routing_measure` (the positions and one model's per-layer measurement); this module
+The parts: :mod:`.results` (what a run and a comparison hold) and
+:mod:`.measure` (the positions and one model's per-layer measurement); this module
 holds the model's size, the cached runs and their summary over seeds, and imports the names of
-both (``from moe_routing.experiments.hf_routing import ...`` is the one import path).
+both (``from moe_routing.experiments.hf_routing.runs import ...`` is the one import path).
 """
 
 from __future__ import annotations
@@ -53,23 +55,20 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import routing_metrics as rm
-from ..atomic import atomic_write_json
-from ..model.losses import OBJECTIVES
-from ..validation import choice, integer, number, require, sequence
-from .cache import read_cached
-from .hf_routing_measure import (N_BOOT, _dataset, _layer_summary,  # noqa: F401
-                                 determined_positions, measure_hf_model)
-from .hf_routing_results import (Interval, LayerRoutingSummary, ObjectiveLayer,
-                                 RoutingComparison, RoutingRun)
+from ... import routing_metrics as rm
+from ...atomic import atomic_write_json
+from ...model.losses import OBJECTIVES
+from ...validation import choice, integer, number, require, sequence
+from ..grid.cache import read_cached
+from .measure import _dataset, _layer_summary, measure_hf_model
+from .results import Interval, LayerRoutingSummary, ObjectiveLayer, RoutingComparison, RoutingRun
 
 log = logging.getLogger(__name__)
 
 #: version of the cached measurement format; part of every cache key
 RESULT_VERSION = 1
 #: the code of a run besides the task-routing training code (paths in the package)
-HF_ROUTING_CODE = ("hf", "experiments/hf_routing.py", "experiments/hf_routing_measure.py",
-                   "experiments/hf_routing_results.py", "routing_metrics.py", "boundary")
+HF_ROUTING_CODE = ("hf", "experiments/hf_routing", "routing_metrics.py", "boundary")
 #: the two contrasts of the training chapter: the task-router objective against each other
 CONTRAST_PAIRS = (("ce+router", "ce"), ("ce+router", "ce+lb"))
 
@@ -151,9 +150,9 @@ def code_fingerprint() -> str:
     """The code a run depends on: :data:`HF_ROUTING_CODE`, the task-routing training code
     fingerprint (model, knowledge datasets, losses, torch and Python versions) and the
     transformers version."""
-    from ..fingerprint import source_fingerprint
-    from ..hf import require_transformers
-    from .config import code_fingerprint as training_code
+    from ...fingerprint import source_fingerprint
+    from ...hf import require_transformers
+    from ..task_routing.config import code_fingerprint as training_code
 
     tr = require_transformers()
     return hashlib.sha256("\0".join([source_fingerprint(HF_ROUTING_CODE), training_code(),
@@ -191,7 +190,7 @@ def train_and_measure(dataset, objective: str, seed: int, n_experts: int,
     """One Mixtral-style run: train (:func:`moe_routing.hf.train_hf_moe`) and measure
     (:func:`measure_hf_model`); with ``artifacts_dir``, read back a usable cached result or
     write the new one atomically (module docstring)."""
-    from .. import hf
+    from ... import hf
 
     dataset = _dataset(dataset)
     objective = choice("objective", objective, OBJECTIVES)
@@ -235,7 +234,7 @@ def _interval(values, lows, highs) -> Interval:
 
 
 def _wilson(p: float, n: int) -> tuple[float, float]:
-    from ..boundary.mass import wilson_interval
+    from ...boundary.mass import wilson_interval
 
     lo, hi = wilson_interval(np.array([round(p * n)]), n)
     return float(np.asarray(lo).reshape(-1)[0]), float(np.asarray(hi).reshape(-1)[0])
@@ -303,10 +302,10 @@ def library_routing(models: Mapping[tuple[str, int], object], dataset,
                     exact_match: Mapping[tuple[str, int], float],
                     w_star: float = 0.1) -> RoutingComparison:
     """The same measurements on the library's trained models (``{(objective, seed):
-    MoETransformer}``, one layer, top-1; e.g. :func:`.task_routing.load_model` of the training
-    chapter's runs) at the same positions; ``exact_match`` their test exact match, same keys
-    (the runs' ``accuracy``)."""
-    from .bridge import router_margins
+    MoETransformer}``, one layer, top-1; e.g.
+    :func:`moe_routing.experiments.task_routing.runs.load_model` of the training chapter's runs) at
+    the same positions; ``exact_match`` their test exact match, same keys (the runs' ``accuracy``)."""
+    from ..bridge.margins import router_margins
 
     dataset = _dataset(dataset)
     require(isinstance(models, Mapping) and len(models) > 0, "models", type(models).__name__,
@@ -328,7 +327,6 @@ def library_routing(models: Mapping[tuple[str, int], object], dataset,
     return summarise("library", runs, w_star, len(dataset.encode_split("test")))
 
 
-__all__ = ["CONTRAST_PAIRS", "HF_ROUTING_CODE", "Interval", "LayerRoutingSummary", "MixtralSize",
-           "ObjectiveLayer", "RoutingComparison", "RoutingRun", "code_fingerprint",
-           "dataset_fingerprint", "determined_positions", "hf_routing_experiment",
-           "library_routing", "measure_hf_model", "summarise", "train_and_measure"]
+__all__ = ["CONTRAST_PAIRS", "HF_ROUTING_CODE", "MixtralSize", "code_fingerprint",
+           "dataset_fingerprint", "hf_routing_experiment", "library_routing", "summarise",
+           "train_and_measure"]

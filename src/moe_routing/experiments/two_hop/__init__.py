@@ -1,0 +1,16 @@
+"""Two-hop knowledge in trained MoEs (ours): one- and two-layer models trained on single-hop
+facts and their compositions, held-out compositions, routing per layer.
+
+``config`` — a run's configuration (nesting the model's shape and the schedule) and the grid;
+``measure`` — the dataset, its split, router targets and the measurements; ``runs`` — a run,
+its cache, the grid and the chapter's tables.
+"""
+
+from .config import TwoHopConfig, TwoHopData, two_hop_grid
+from .measure import TwoHopSplit, two_hop_dataset, two_hop_split
+from .runs import (held_out_differences, load_two_hop, run_two_hop, run_two_hop_grid,
+                   two_hop_cells, two_hop_frame)
+
+__all__ = ["TwoHopConfig", "TwoHopData", "TwoHopSplit", "held_out_differences", "load_two_hop",
+           "run_two_hop", "run_two_hop_grid", "two_hop_cells", "two_hop_dataset",
+           "two_hop_frame", "two_hop_grid", "two_hop_split"]

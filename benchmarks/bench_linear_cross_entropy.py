@@ -110,7 +110,7 @@ def main(argv=None) -> int:
                   f", ×{ratio:.2f}; loss after {args.steps} steps differs by "
                   f"{case['loss_gap']:.1e}", flush=True)
     if args.json:
-        from moe_routing.atomic import atomic_write_json
+        from moe_routing._internal.atomic import atomic_write_json
         atomic_write_json(args.json, out)
     return 0
 

@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     print("dispatch backends, expert layer forward+backward (rounds interleaved):")
     out["dispatch"] = bench_dispatch(args, args.device)
     if args.json:
-        from moe_routing.atomic import atomic_write_json
+        from moe_routing._internal.atomic import atomic_write_json
         atomic_write_json(args.json, out)
     return 0
 

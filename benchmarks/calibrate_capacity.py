@@ -94,7 +94,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from moe_routing.atomic import atomic_write_json
+from moe_routing._internal.atomic import atomic_write_json
 from moe_routing.experiments.task_routing.config import ExperimentConfig
 from moe_routing.experiments.accuracy import accuracy_interval
 from moe_routing.experiments.task_routing.runs import convergence
@@ -103,8 +103,8 @@ from moe_routing.experiments.task_routing.config import code_fingerprint
 from moe_routing.experiments.task_routing.data import experiment_dataset
 from moe_routing.model import (IGNORE_INDEX, TrainData, build_and_train,
                                collect_routing, exact_match, parameter_count)
-from moe_routing.runtime import git_commit
-from moe_routing.validation import choice, integer, require
+from moe_routing._internal.runtime import git_commit
+from moe_routing._internal.validation import choice, integer, require
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "build" / "capacity_probe"

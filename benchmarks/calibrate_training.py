@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from moe_routing.atomic import atomic_write_json
-from moe_routing.runtime import git_commit
+from moe_routing._internal.atomic import atomic_write_json
+from moe_routing._internal.runtime import git_commit
 from moe_routing.experiments.task_routing.config import ExperimentConfig
 from moe_routing.experiments.accuracy import accuracy_interval
 from moe_routing.experiments.task_routing.runs import convergence, run_grid

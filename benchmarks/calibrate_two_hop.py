@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from moe_routing.atomic import atomic_write_json
-from moe_routing.runtime import git_commit
+from moe_routing._internal.atomic import atomic_write_json
+from moe_routing._internal.runtime import git_commit
 from moe_routing.experiments.two_hop.config import TwoHopConfig, two_hop_grid
 from moe_routing.experiments.two_hop.runs import run_two_hop_grid, two_hop_cells
 

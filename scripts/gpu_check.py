@@ -334,8 +334,8 @@ def main(argv=None) -> int:
         refuse(f"{args.params}: {e}")
     steps = args.probe_steps or (5 if args.quick else 300)
     warmup = 2 if args.quick else 20
-    from moe_routing.atomic import atomic_write_json
-    from moe_routing.runtime import provenance
+    from moe_routing._internal.atomic import atomic_write_json
+    from moe_routing._internal.runtime import provenance
 
     facts = gpu_facts(args.device)
     prov = provenance("paper", args.device).as_dict()

@@ -50,6 +50,21 @@ def test_the_toc_holds_the_reference_and_each_page_documents_its_package():
         assert f"moe_routing.{name}" not in documented.replace(f"`{name}`", ""), name
 
 
+def test_the_plumbing_is_internal():
+    """``help(moe_routing)`` and the reference show the science: the book's plumbing is in
+    ``moe_routing._internal``, none of it a public name of the package."""
+    import moe_routing
+    from moe_routing import _internal
+
+    assert not (set(PLUMBING) - {"experiments"}) & set(moe_routing.__all__)
+    assert set(moe_routing.__all__) == {"__version__", *DOCUMENTED, "experiments"}
+    for name in PLUMBING:
+        if name != "experiments":
+            assert importlib.util.find_spec(f"moe_routing._internal.{name}"), name
+            assert not (Path(moe_routing.__file__).parent / f"{name}.py").exists(), name
+    assert "plumbing" in _internal.__doc__
+
+
 def test_the_pdf_leaves_the_reference_out():
     from moe_book.pdf import print_toc
 

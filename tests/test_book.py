@@ -14,7 +14,7 @@ from conftest import make
 
 from moe_book.environment import lock_constraints
 from moe_book.project import Project
-from moe_routing.ledger import registry
+from moe_routing._internal.ledger import registry
 
 pytestmark = pytest.mark.book
 ROOT = Path(__file__).resolve().parents[1]

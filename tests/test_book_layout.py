@@ -65,7 +65,7 @@ def test_the_books_own_tables_fit_the_column_on_a_desktop(layout):
 
 
 def test_the_ledger_page_has_a_bounded_height(layout):
-    from moe_routing.ledger import registry
+    from moe_routing._internal.ledger import registry
 
     rep = layout[(LEDGER, bookcheck.DESKTOP_WIDTH)]
     glance = [t for t in rep["tables"] if "ledger-glance" in t["name"]]

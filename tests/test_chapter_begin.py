@@ -1,4 +1,4 @@
-"""`moe_routing.chapter.begin`: the chapters' prologue."""
+"""`moe_routing._internal.chapter.begin`: the chapters' prologue."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from moe_routing.chapter import begin
-from moe_routing.ledger import Ledger
+from moe_routing._internal.chapter import begin
+from moe_routing._internal.ledger import Ledger
 
 
 def draws():

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def standard_error(name):
-    """The message of ``moe_routing.validation.fail`` for argument ``name``."""
+    """The message of ``moe_routing._internal.validation.fail`` for argument ``name``."""
     return rf"^{re.escape(name)} = .* is not allowed; accepted: "
 
 

@@ -27,7 +27,7 @@ from moe_routing.model import (IGNORE_INDEX, MoEConfig, MoETransformer, TrainCon
                                build_and_train, exact_match, objective_loss, train)
 from moe_routing.model.dispatch import dispatch, grouped_mm_available
 from moe_routing.model.train import _lr_at, batch_order, float32_matmul_precision
-from moe_routing.runtime import provenance, seed_everything
+from moe_routing._internal.runtime import provenance, seed_everything
 from test_model_train import lookup_data, small_cfg, train_data
 
 TRAIN_LOOP = importlib.import_module("moe_routing.model.train")

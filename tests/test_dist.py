@@ -23,7 +23,7 @@ from moe_book import dist
 from moe_book.assignments import available
 from moe_book.project import PipelineError, Project
 from moe_book.staging import _without_teacher_only
-from moe_routing.ledger import registry
+from moe_routing._internal.ledger import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = Project(ROOT)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import special
 
-from moe_routing import atomic
+from moe_routing._internal import atomic
 from moe_routing.boundary import risk_bound
 from moe_routing.experiments.bridge import margins as br
 from moe_routing.experiments.task_routing import runs as tr

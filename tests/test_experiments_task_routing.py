@@ -342,7 +342,7 @@ def test_real_rerun_replaces_a_truncated_file_atomically(tmp_path, caplog):
         (row,) = run_grid([cfg], tmp_path, progress=False)
     assert row["cached"] is False and len(task_routing_warnings(caplog)) == 1
     assert json.loads(path.read_text())["key"] == cfg.key()
-    # written through moe_routing.atomic: a temporary file renamed over the target, none left
+    # written through moe_routing._internal.atomic: a temporary file renamed over the target, none left
     assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 

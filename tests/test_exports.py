@@ -3,13 +3,12 @@
 Two kinds of package:
 
 * packages that **re-export names** (``boundary``, ``construction``, ``knowledge``, ``model``,
-  ``knowledge.sources``, ``knowledge.trie``, ``hf``): their ``__all__`` is the API contract a
-  researcher reads (and ``import *``, Sphinx and static checkers use), so it stays a literal
-  list.  The
-  expected list is *derived* here from the package's own source -- what it imports from its
-  modules (but under an underscore alias: a tool of its own), the public functions and classes
-  it defines, the lazy names it declares in a ``*_EXPORTS`` tuple -- so the list can never
-  drift from the imports;
+  ``knowledge.sources``, ``knowledge.trie``, ``hf`` and each experiment's package): their
+  ``__all__`` is the API contract a researcher reads (and ``import *``, Sphinx and static
+  checkers use), so it stays a literal list.  The expected list is *derived* here from the
+  package's own source -- what it imports from its modules (but under an underscore alias: a
+  tool of its own), the public functions and classes it defines, the lazy names it declares in a
+  ``*_EXPORTS`` tuple -- so the list can never drift from the imports;
 * packages that **list their modules** (``moe_routing``, ``moe_routing.landscape``): their
   ``__all__`` is computed from the modules on disk (every module whose name does not start
   with an underscore), so a new module needs no second edit; checked here against the files.
@@ -28,7 +27,9 @@ import moe_routing
 LIBRARY = Path(moe_routing.__file__).parent
 REEXPORTING = ["moe_routing.boundary", "moe_routing.construction", "moe_routing.knowledge",
                "moe_routing.model", "moe_routing.knowledge.sources", "moe_routing.knowledge.trie",
-               "moe_routing.hf"]
+               "moe_routing.hf", "moe_routing.experiments.task_routing",
+               "moe_routing.experiments.two_hop", "moe_routing.experiments.bridge",
+               "moe_routing.experiments.hf_routing", "moe_routing.experiments.grid"]
 MODULE_LISTS = ["moe_routing", "moe_routing.landscape"]
 
 

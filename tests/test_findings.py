@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from moe_book import findings
-from moe_routing.ledger import anchor, registry
+from moe_routing._internal.ledger import anchor, registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

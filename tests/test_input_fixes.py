@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 import torch
 
-from moe_routing import validation as check
+from moe_routing._internal import validation as check
 from moe_routing.experiments.bridge import margins as br
 from moe_routing.experiments.bridge import temperature_fits as fits
 from moe_routing.experiments.two_hop.config import two_hop_grid

@@ -1,6 +1,6 @@
 """Every input gives a right number or a clear error: a property-based sweep (Hypothesis).
 
-The functions of the issue's modules -- the validation idiom (``moe_routing.validation``), the
+The functions of the issue's modules -- the validation idiom (``moe_routing._internal.validation``), the
 router margins and gates (``moe_routing.boundary.margin``), paper B's quantities on a trained
 router (``moe_routing.experiments.bridge.margins``: margins, boundary mass, tail constant, soft versus
 hard, the bound), the temperature fits (``router_temperature_fits``), the router z-loss, the
@@ -34,7 +34,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moe_routing import validation as check
+from moe_routing._internal import validation as check
 from moe_routing.boundary import margin as mg
 from moe_routing.experiments.bridge import layers
 from moe_routing.experiments.bridge import soft_hard

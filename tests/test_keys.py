@@ -13,7 +13,7 @@ import pytest
 
 from moe_book import project as pl
 from moe_routing.experiments.task_routing.config import TRAINING_CODE
-from moe_routing.fingerprint import source_fingerprint
+from moe_routing._internal.fingerprint import source_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def test_tooling_and_wording_edits_reexecute_nothing(copy, edit):
 
 def edit_code(path: Path) -> None:
     """A change of what the module computes (a comment would not count: module docstring of
-    moe_routing.fingerprint)."""
+    moe_routing._internal.fingerprint)."""
     append(path, "\n_EDITED = 1\n" if path.suffix == ".py" else "\n# edited\n")
 
 
@@ -71,7 +71,8 @@ def test_science_edits_reexecute_the_chapters(copy):
 def test_training_cache_follows_the_training_code_only(copy):
     fp = lambda: source_fingerprint(TRAINING_CODE, root=copy.library)  # noqa: E731
     before = fp()
-    for unrelated in ("boundary/mass.py", "landscape/symmetry.py", "claims.yaml", "plots.py"):
+    for unrelated in ("boundary/mass.py", "landscape/symmetry.py", "claims.yaml",
+                      "_internal/plots.py"):
         edit_code(copy.library / unrelated)
     assert fp() == before
     # modules that read trained runs or train other experiments

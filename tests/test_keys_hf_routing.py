@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from moe_routing.experiments.hf_routing.runs import HF_ROUTING_CODE
-from moe_routing.fingerprint import PACKAGE_ROOT, source_fingerprint
+from moe_routing._internal.fingerprint import PACKAGE_ROOT, source_fingerprint
 
 
 def append(path: Path, text: str = "\n_EDITED = 1\n") -> None:
@@ -31,5 +31,5 @@ def test_the_hf_routing_cache_follows_every_hf_module(tmp_path):
         assert fp() != mid, module.relative_to(lib)
     # the rule that reads the runs' summary changes no run
     mid = fp()
-    append(lib / "verdicts" / "hf_routing.py")
+    append(lib / "_internal" / "verdicts" / "hf_routing.py")
     assert fp() == mid

@@ -401,7 +401,7 @@ def test_index_check_on_the_search_sample_is_the_point_itself():
     assert check_index(search, 0.2, seed=9) == ()          # no point found at that τ
     # the saddle rule on real measurements: at τ = 0.3 the blurred landscape has a spurious
     # local minimum (no negative curvature on either sample), so the rule must refuse the claim
-    from moe_routing.verdicts.landscape import multi_region_saddles
+    from moe_routing._internal.verdicts.landscape import multi_region_saddles
 
     hot = check_index(search, 0.3, seed=9, factor=2)
     assert any(r.converged and not r.strict for r in hot)

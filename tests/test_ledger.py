@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from moe_routing.ledger import BADGES, SOURCES, Ledger, load_claims, registry
-from moe_routing.verdicts import VERDICTS, Verdict, rule
+from moe_routing._internal.ledger import BADGES, SOURCES, Ledger, load_claims, registry
+from moe_routing._internal.verdicts import VERDICTS, Verdict, rule
 
 
 @rule
@@ -99,7 +99,7 @@ def test_verdict_box_shows_claim_measurement_verdict_reason_and_link(tmp_path):
 @pytest.mark.parametrize("kwargs,match", [
     (dict(id="B-nope", measured="1", verdict=Verdict("partly", "r", "r")), "unknown claim id 'B-nope'"),
     (dict(id="B-bm-binary", measured="1", verdict="reproduced"), "is a literal"),
-    (dict(id="B-bm-binary", measured="1", verdict=0.5), "must be a moe_routing.verdicts.Verdict"),
+    (dict(id="B-bm-binary", measured="1", verdict=0.5), "must be a moe_routing._internal.verdicts.Verdict"),
     (dict(id="X-new", measured="1", verdict=Verdict("our extension", "r", "r")),
      "needs both `where` and `claim`"),
     (dict(id="B-bm-binary", measured="1", verdict=Verdict("partly", "r", "r"), source="blog"),

@@ -32,8 +32,8 @@ NB = mystnb.chapter("""\
     ```
 
     ```{{code-cell}} ipython3
-    from moe_routing.ledger import Ledger
-    from moe_routing.verdicts import Verdict
+    from moe_routing._internal.ledger import Ledger
+    from moe_routing._internal.verdicts import Verdict
     assert not fail, "asked to fail"
     ledger = Ledger(artifacts_dir, notebook="{name}")
     ledger.record("X-{name}", measured=f"n = {{n}}",

@@ -19,7 +19,7 @@ import mystnb
 
 from moe_book import execution, staging
 from moe_book import project as pl
-from moe_routing import atomic
+from moe_routing._internal import atomic
 
 NB = mystnb.chapter("""\
     # Slow
@@ -226,7 +226,7 @@ def test_full_disk_at_the_atomic_write_layer(tmp_path, monkeypatch):
 
 SIGTERM_MID_WRITE = """\
 import os, signal, sys
-from moe_routing import atomic
+from moe_routing._internal import atomic
 if sys.argv[2] == "clean":
     atomic.clean_exit_on_sigterm()
 real_fsync = os.fsync

@@ -1,11 +1,11 @@
-"""The progress lines of long theory loops (moe_routing.progress)."""
+"""The progress lines of long theory loops (moe_routing._internal.progress)."""
 
 import io
 import re
 
 import pytest
 
-from moe_routing.progress import Progress, duration
+from moe_routing._internal.progress import Progress, duration
 
 
 def test_lines_are_throttled_and_the_last_always_comes():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from moe_routing.experiments.bridge import temperature as rt
-from moe_routing.verdicts import bridge as rules
+from moe_routing._internal.verdicts import bridge as rules
 from moe_routing.experiments.bridge import temperature_fits
 
 pytestmark = pytest.mark.kernels

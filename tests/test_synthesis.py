@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from moe_book.synthesis import MAX_WORDS, OURS, PAPER_A, PAPER_B, PHRASE, synthesis, word_count
-from moe_routing.verdicts import VERDICTS
+from moe_routing._internal.verdicts import VERDICTS
 
 
 def rows(verdict: str = "reproduced", key: str = "a key number of some length") -> list[dict]:

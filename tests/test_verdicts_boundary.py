@@ -1,5 +1,5 @@
 """Rules of paper B's boundary-mass, soft-to-hard and Γ-convergence claims: every outcome, on
-both sides of every threshold (moe_routing.verdicts.boundary)."""
+both sides of every threshold (moe_routing._internal.verdicts.boundary)."""
 
 import inspect
 import re
@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from moe_routing.verdicts import Verdict
-from moe_routing.verdicts import boundary as rules
+from moe_routing._internal.verdicts import Verdict
+from moe_routing._internal.verdicts import boundary as rules
 
 #: every public function the module defines (derived, not listed by hand)
 ALL = [f for name, f in vars(rules).items() if inspect.isfunction(f)
@@ -366,7 +366,7 @@ def test_a_nan_measurement_is_refused_with_its_place(field, value, where):
 def test_nan_in_arrays_mappings_and_keywords_is_refused():
     import numpy as np
 
-    from moe_routing.verdicts import rule
+    from moe_routing._internal.verdicts import rule
 
     @rule
     def judge(values, table, *, tol=0.1):

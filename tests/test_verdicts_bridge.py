@@ -4,7 +4,7 @@ its negative word ("not supported": the claims are the book's own) on a broken i
 
 import pytest
 
-from moe_routing.verdicts import bridge as r
+from moe_routing._internal.verdicts import bridge as r
 
 
 def test_margin_rule_needs_separated_intervals():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from moe_routing.verdicts import codes_variant as vc
+from moe_routing._internal.verdicts import codes_variant as vc
 
 
 def dv(mean, half=0.01):

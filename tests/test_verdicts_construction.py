@@ -2,8 +2,8 @@
 
 import pytest
 
-from moe_routing.verdicts import Verdict
-from moe_routing.verdicts import construction as vc
+from moe_routing._internal.verdicts import Verdict
+from moe_routing._internal.verdicts import construction as vc
 
 OURS = "reproduced for our construction"
 EPS = (1e-2, 1e-4, 1e-8)

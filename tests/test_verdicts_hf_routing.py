@@ -7,8 +7,8 @@ rule reads what the experiment returns.
 
 import pytest
 
-from moe_routing.verdicts import hf_routing as rules
-from moe_routing.verdicts.hf_routing import ACCURACY_FLOOR
+from moe_routing._internal.verdicts import hf_routing as rules
+from moe_routing._internal.verdicts.hf_routing import ACCURACY_FLOOR
 
 LEARNED = {o: 0.9 for o in ("ce", "ce+lb", "ce+router")}      # every model learned the facts
 

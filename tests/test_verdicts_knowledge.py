@@ -2,8 +2,8 @@
 
 import pytest
 
-from moe_routing.verdicts import Verdict
-from moe_routing.verdicts import knowledge as vk
+from moe_routing._internal.verdicts import Verdict
+from moe_routing._internal.verdicts import knowledge as vk
 
 
 def test_complexity_bound_all_or_nothing():

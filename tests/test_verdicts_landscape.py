@@ -1,10 +1,10 @@
-"""Every rule of moe_routing.verdicts.landscape on both sides of each of its thresholds,
+"""Every rule of moe_routing._internal.verdicts.landscape on both sides of each of its thresholds,
 "not reproduced" included."""
 
 import pytest
 
-from moe_routing.verdicts import Verdict
-from moe_routing.verdicts import landscape as V
+from moe_routing._internal.verdicts import Verdict
+from moe_routing._internal.verdicts import landscape as V
 
 RFOC = "reproduced for our construction"
 
@@ -12,7 +12,7 @@ RFOC = "reproduced for our construction"
 def check(v: Verdict, expected: str, *needles: str):
     assert isinstance(v, Verdict)
     assert v.verdict == expected, v.reason
-    assert v.rule.startswith("moe_routing.verdicts.landscape.")
+    assert v.rule.startswith("moe_routing._internal.verdicts.landscape.")
     for s in needles:
         assert s in v.reason, v.reason
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from moe_routing.verdicts import training as vt
+from moe_routing._internal.verdicts import training as vt
 
 
 # ---- runs_converged: CE drop < 5 %, accuracy change ≤ 2 pp ---------------------------------
@@ -241,7 +241,7 @@ def test_the_chapter_states_the_rules_thresholds():
     import inspect
     from pathlib import Path
 
-    from moe_routing.verdicts import training as rules
+    from moe_routing._internal.verdicts import training as rules
 
     text = " ".join((Path(__file__).resolve().parents[1] / "notebooks" / "training.md")
                     .read_text(encoding="utf-8").split())

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from moe_routing.verdicts import two_hop as r
+from moe_routing._internal.verdicts import two_hop as r
 
 GOOD = dict(max_invalid_by_eps={1e-4: 3e-5, 1e-8: 4e-9}, n_prefixes=8090, n_misrouted=0,
             n_wrong_facts=0, n_facts=1174, n_wrong_held_out=0, n_held_out=48)
@@ -39,7 +39,7 @@ def test_sizes_hold_by_definition_only_if_no_expert_moves():
 
 
 def test_every_two_hop_verdict_is_one_the_ledger_allows_for_an_x_claim():
-    from moe_routing.verdicts import OUR_VERDICTS
+    from moe_routing._internal.verdicts import OUR_VERDICTS
 
     assert {"holds by definition", "not supported", "inconclusive"} <= set(OUR_VERDICTS)
 

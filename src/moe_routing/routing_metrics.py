@@ -28,7 +28,7 @@ what "no specialisation" measures, NMI ≈ 0 up to sampling noise) and
 towards ``task mod E`` can do; when K > E experts are shared, so its purity and NMI are below 1).
 
 Inputs are checked before anything is computed (the library's idiom,
-:mod:`moe_routing.validation`): ids must be integer arrays of one size, in range and non-empty;
+:mod:`moe_routing._internal.validation`): ids must be integer arrays of one size, in range and non-empty;
 a count matrix must be a finite, non-negative (K, E) array holding at least one token; router
 probabilities must be finite rows of a distribution.  A metric of zero tokens is refused rather
 than returned as NaN.  Parameter counts live with the model
@@ -42,7 +42,7 @@ import math
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from .validation import fail, finite_array, generator, integer, require
+from ._internal.validation import fail, finite_array, generator, integer, require
 
 EPS64 = float(np.finfo(np.float64).eps)
 

@@ -66,7 +66,7 @@ from pathlib import Path
 
 import yaml
 
-from moe_routing.atomic import atomic_write_json
+from moe_routing._internal.atomic import atomic_write_json
 
 from .environment import lock_pins
 

@@ -48,9 +48,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from moe_routing.atomic import atomic_write_json
-from moe_routing.runtime import PROFILES, git_commit
-from moe_routing.validation import choice
+from moe_routing._internal.atomic import atomic_write_json
+from moe_routing._internal.runtime import PROFILES, git_commit
+from moe_routing._internal.validation import choice
 
 from .keys import file_sha256
 from .project import NAME, PipelineError, Project, find_root

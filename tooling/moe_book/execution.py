@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from moe_routing.atomic import atomic_write_json, atomic_write_text
+from moe_routing._internal.atomic import atomic_write_json, atomic_write_text
 
 from .project import (Project, notebook_key, output_checksums, parameters_cell_names,
                        read_state, run_folders, verify_outputs)
@@ -123,7 +123,7 @@ def run_notebook(project: Project, name: str, profile: str, device: str, params:
         import nbformat
         import papermill as pm
 
-        from moe_routing.runtime import provenance
+        from moe_routing._internal.runtime import provenance
 
         prov = provenance(profile, device).as_dict()
         tmp_art = art_root / f".{name}.tmp-{os.getpid()}"

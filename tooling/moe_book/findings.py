@@ -21,9 +21,9 @@ from pathlib import Path
 
 import yaml
 
-from moe_routing.ledger import BADGES, anchor
-from moe_routing.runtime import git_commit
-from moe_routing.verdicts import VERDICTS
+from moe_routing._internal.ledger import BADGES, anchor
+from moe_routing._internal.runtime import git_commit
+from moe_routing._internal.verdicts import VERDICTS
 
 from .myst import table_cell
 from .synthesis import CAVEATS, synthesis

@@ -3,7 +3,7 @@
 The key is the SHA-256 of the chapter's MyST source, its resolved parameters, the profile and the
 device, the lock's pins (every installed version, :func:`moe_book.environment.lock_constraints`:
 the versions, not the lock files' bytes, so a new hash or comment re-executes nothing), the
-science library's source (without the claims' wording: :mod:`moe_routing.fingerprint`), the
+science library's source (without the claims' wording: :mod:`moe_routing._internal.fingerprint`), the
 Python version and the platform.  What
 is *not* in it is deliberate: the book tooling (this package), page templates, the book's
 configuration and the claims' wording change only what is generated at staging time, so editing
@@ -17,7 +17,7 @@ import json
 import platform
 from pathlib import Path
 
-from moe_routing.fingerprint import source_fingerprint
+from moe_routing._internal.fingerprint import source_fingerprint
 
 from .environment import lock_constraints
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from moe_routing.ledger import BADGES, anchor, load_claims, registry
-from moe_routing.verdicts import VERDICTS
+from moe_routing._internal.ledger import BADGES, anchor, load_claims, registry
+from moe_routing._internal.verdicts import VERDICTS
 
 from . import findings, home
 from .myst import table_cell
@@ -240,7 +240,7 @@ def ledger_page(project, profile: str) -> str:
         "Every claim of the two papers, confronted with what this book measured. Each row is "
         "written by the chapter that made the measurement (the measured text is built from "
         "the executed cell's values, and the verdict is decided by a named, tested rule of "
-        "`moe_routing.verdicts`) and gathered here at build time; rows marked *pending* "
+        "`moe_routing._internal.verdicts`) and gathered here at build time; rows marked *pending* "
         f"are claims no executed chapter has measured yet. Profile of this build: **`{profile}`**.",
         "",
         f"**Summary:** {summary}.",

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import yaml
 
-from moe_routing.atomic import atomic_write_bytes, atomic_write_text
+from moe_routing._internal.atomic import atomic_write_bytes, atomic_write_text
 
 from .project import PipelineError, Project, find_root, pdf_path
 from .staging import EDITIONS, stage
@@ -550,7 +550,7 @@ def finish(printed: Printed, meta: Meta) -> bytes:
 
 def build(project: Project, profile: str, edition: str) -> tuple[Path, Printed]:
     """Build one edition's PDF; returns its path and what the print reported."""
-    from moe_routing.runtime import git_commit
+    from moe_routing._internal.runtime import git_commit
 
     src = stage(project, profile, edition)
     work = project.build_dir(profile) / "pdf" / edition
@@ -568,7 +568,7 @@ def build(project: Project, profile: str, edition: str) -> tuple[Path, Printed]:
 def main(argv: list[str] | None = None) -> int:
     from pypdf import PdfReader
 
-    from moe_routing.runtime import PROFILES
+    from moe_routing._internal.runtime import PROFILES
 
     ap = argparse.ArgumentParser(prog="python -m moe_book.pdf", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

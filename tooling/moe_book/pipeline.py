@@ -27,7 +27,7 @@ import argparse
 import sys
 import traceback
 
-from moe_routing.runtime import PROFILES
+from moe_routing._internal.runtime import PROFILES
 
 from . import project as _project
 from .project import PipelineError, Project, failed, find_root, validate

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import yaml
 
-from moe_routing.fingerprint import PACKAGE_ROOT
-from moe_routing.runtime import DEVICES, PROFILES
+from moe_routing._internal.fingerprint import PACKAGE_ROOT
+from moe_routing._internal.runtime import DEVICES, PROFILES
 
 from .keys import chapter_key, file_sha256
 
@@ -306,7 +306,7 @@ def validate(project: Project, profile: str, device: str,
         if n not in names:
             raise PipelineError(f"unknown notebook {n!r}; accepted: {', '.join(names)}")
     params = load_params(project, profile)
-    from moe_routing.runtime import resolve_device
+    from moe_routing._internal.runtime import resolve_device
 
     try:
         resolved = resolve_device(device)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from moe_routing.atomic import atomic_write_bytes, atomic_write_text
+from moe_routing._internal.atomic import atomic_write_bytes, atomic_write_text
 
 from .home import Home
 from .project import (INJECTED, INJECTED_IF_DECLARED, NAME, PipelineError, Project, pdf_path,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from moe_routing.ledger import anchor
+from moe_routing._internal.ledger import anchor
 
 #: the most words the synthesis may have (the prose, not counting link targets)
 MAX_WORDS = 300

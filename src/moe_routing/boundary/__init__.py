@@ -17,7 +17,7 @@ Modules, named after the paper's concepts:
 * :mod:`.fits` — log–log fits, interface constants and variance shares with confidence
   intervals; :mod:`.quadrature` — graded quadrature.
 
-Every public constructor and function checks its arguments with :mod:`moe_routing.validation`
+Every public constructor and function checks its arguments with :mod:`moe_routing._internal.validation`
 before any sampling or quadrature starts (ValueError naming the argument; NaN, ±∞, empty or
 mis-shaped input and degenerate cases are refused, NumPy scalars accepted).
 """

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .. import validation as check
+from .._internal import validation as check
 from .laws import GaussianLaw, InputLaw, normal_cdf
 from .routers import LinearRouter, SphereRouter
 

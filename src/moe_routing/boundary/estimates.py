@@ -13,7 +13,7 @@ check is the same measurement, so it lives here, once, tested:
 * :func:`check_junction_constant` — for K > 2: the intercept lim BM(w)/(2w) of the same kind
   of curve, compared with the sharp constant (the pairwise union bound beside it as context).
 
-The verdicts built on these numbers are decided in :mod:`moe_routing.verdicts.boundary`.
+The verdicts built on these numbers are decided in :mod:`moe_routing._internal.verdicts.boundary`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 from .coarea import JunctionConstants, junction_free_constants
 from .fits import InterfaceConstantFit, LogLogFit, bootstrap_bm_fit, fit_interface_constant
 from .laws import GaussianLaw, InputLaw

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .. import validation as check
+from .._internal import validation as check
 
 
 @dataclass(frozen=True)

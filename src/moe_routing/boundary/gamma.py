@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 from scipy import optimize, special
 
-from .. import validation as check
+from .._internal import validation as check
 from .laws import InputLaw, UniformBox, support_1d
 from .quadrature import graded_nodes
 

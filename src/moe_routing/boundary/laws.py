@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
-from .. import validation as check
+from .._internal import validation as check
 
 
 class InputLaw:
     """Interface: ``dim``, ``sample(n, rng)`` (shape (n, d)), ``pdf(x)`` (shape (n,)).
 
     Implementations check ``n`` (an integer ≥ 1) and ``x`` (finite points of shape (n, d)) with
-    :mod:`moe_routing.validation` before sampling or evaluating anything.
+    :mod:`moe_routing._internal.validation` before sampling or evaluating anything.
     """
 
     dim: int

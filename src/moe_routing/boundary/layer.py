@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 from .coarea import coarea_constant
 from .laws import GaussianLaw
 from .mass import boundary_mass_linear_gaussian, tail_constant
@@ -150,7 +150,7 @@ def layer_experiment(dims, biases, tau: float, *, n_perp: int, n_lines: int, see
     the interface and ``n_lines`` lines along it (the same generator).  Experts bounded by
     B = 1.5 and teacher by B* = 1.5 (the bound's constants).  ``progress``: "i of n cells,
     ETA" lines on stderr."""
-    from ..progress import Progress
+    from .._internal.progress import Progress
 
     dims = [check.integer(f"dims[{i}]", d, low=1) for i, d in
             enumerate(check.sequence("dims", dims, "a non-empty sequence of dimensions ≥ 1"))]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 
 
 def _logits(a) -> np.ndarray:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
-from .. import validation as check
+from .._internal import validation as check
 from .laws import GaussianLaw, InputLaw
 from .margin import top_two_margin
 from .routers import LinearRouter, Router

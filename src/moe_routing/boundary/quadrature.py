@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 
 
 def graded_nodes(a: float, b: float, breaks=(), n_gl: int = 16, k_fine: int = 50,

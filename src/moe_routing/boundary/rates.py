@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 from .fits import LogLogFit, fit_loglog
 from .risk import RiskGap, risk_bound
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 from .margin import hard_gates, soft_gates
 from .routers import Router
 

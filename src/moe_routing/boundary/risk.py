@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .. import validation as check
+from .._internal import validation as check
 from .laws import GaussianLaw, InputLaw, support_1d
 from .quadrature import graded_nodes
 from .regression import MIXTURES, MoERegression

@@ -72,7 +72,7 @@ import torch
 
 from ..knowledge import OBJECT_SLOT, KnowledgeDataset
 from ..model import MoEConfig, MoETransformer
-from ..validation import fail, number, positive, probability
+from .._internal.validation import fail, number, positive, probability
 
 from .circuits import TaskCircuit, junction_circuit, task_circuit
 from .layout import Layout

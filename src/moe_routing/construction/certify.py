@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..validation import number, require
+from .._internal.validation import number, require
 
 
 @dataclass

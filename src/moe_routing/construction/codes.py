@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..validation import fail, integer, probability
+from .._internal.validation import fail, integer, probability
 
 
 def _is_prime(p: int) -> bool:

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from ..validation import require
+from .._internal.validation import require
 
 
 def _nz_rows(w):

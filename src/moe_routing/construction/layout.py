@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..validation import choice
+from .._internal.validation import choice
 
 
 @dataclass(frozen=True)

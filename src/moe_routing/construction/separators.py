@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validation import finite_array, integer, number, positive, require
+from .._internal.validation import finite_array, integer, number, positive, require
 
 from .separability import (
     Certificate,

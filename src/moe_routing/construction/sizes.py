@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..model.parameters import parameter_count
 from ..model.transformer import MoETransformer
-from ..validation import fail
+from .._internal.validation import fail
 
 
 def expert_table(report, dataset) -> list[dict]:
@@ -115,7 +115,7 @@ def nested_growth(relations, seed: int, eps: float, *, built=None) -> NestedGrow
     (reused, not rebuilt).  Models are dropped as soon as they are counted: only the largest
     needs to fit in memory at a time."""
     from ..knowledge import build_dataset
-    from ..validation import integer, number, require
+    from .._internal.validation import integer, number, require
     from .build import build_moe
 
     require(isinstance(relations, (list, tuple)) and len(relations) > 0, "relations",

@@ -83,7 +83,7 @@ import torch
 from ..knowledge import OBJECT_SLOT
 from ..knowledge.two_hop import TwoHopTask
 from ..model import MoEConfig, MoETransformer
-from ..validation import positive, require
+from .._internal.validation import positive, require
 
 from .build import (ConstructionReport, _check_dataset, build_moe, check_parameters,
                     logit_scale)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..model import MoETransformer
-from ..validation import integer, probability, require
+from .._internal.validation import integer, probability, require
 
 from .build import _check_dataset, logit_scale
 from .two_layer_parts import TwoLayerReport

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..validation import integer, probability, require
+from .._internal.validation import integer, probability, require
 
 from .build import beta_for
 
@@ -393,7 +393,7 @@ def isolation(model, report, dataset, experts_to_test, split: str = "test",
     task that is routed to k is re-evaluated, so a knock-out that leaks into other tasks still
     shows; and the cost falls from one pass per knocked-out expert to about one pass in all.
     """
-    from ..validation import choice
+    from .._internal.validation import choice
 
     from .fastpath import RestrictedForward
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ..validation import finite_array, number, require
+from .._internal.validation import finite_array, number, require
 
 #: the confidence of every interval unless a caller names another
 CONFIDENCE = 0.95

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..validation import fail, integer, require
+from .._internal.validation import fail, integer, require
 
 IGNORE_INDEX = -100
 

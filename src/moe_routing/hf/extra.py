@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..validation import fail, require
+from .._internal.validation import fail, require
 
 #: the optional dependency group of pyproject.toml that installs transformers
 EXTRA = "hf"

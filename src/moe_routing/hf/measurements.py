@@ -19,7 +19,7 @@ import torch
 from .. import routing_metrics as rm
 from ..boundary.fits import LogLogFit, bootstrap_bm_fit
 from ..boundary.mass import BoundaryMass, boundary_mass_from_margins
-from ..validation import fail, flag, integer, number, require, widths as check_widths
+from .._internal.validation import fail, flag, integer, number, require, widths as check_widths
 from .routing_rule import RoutingRule
 
 #: the default width grid of BM(w), in logit units: 10⁻³ … 10, four widths per decade; fixed

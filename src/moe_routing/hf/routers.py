@@ -77,7 +77,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..validation import fail, integer, require
+from .._internal.validation import fail, integer, require
 from .extra import require_transformers
 from .routing_rule import RoutingRule
 

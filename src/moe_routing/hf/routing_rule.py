@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..boundary.margin import top_two_margin
-from ..validation import choice, fail, finite_array, flag, integer, number, require
+from .._internal.validation import choice, fail, finite_array, flag, integer, number, require
 
 #: the kinds of selection a rule can make (module docstring)
 SELECTIONS = ("softmax", "sigmoid", "sparsemixer")

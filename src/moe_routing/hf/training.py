@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..model.losses import OBJECTIVES, task_router_loss, task_to_expert
-from ..validation import choice, flag, integer, number, require
+from .._internal.validation import choice, flag, integer, number, require
 from .batches import knowledge_batch, object_exact_match
 from .extra import require_transformers
 from .measurements import LayerRouting, routing_measurements

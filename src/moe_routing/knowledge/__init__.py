@@ -9,7 +9,7 @@ knowledge base built from data shipped in installed packages.
 import os
 import warnings
 
-from ..validation import choice, fail, integer
+from .._internal.validation import choice, fail, integer
 from .dataset import OBJECT_SLOT, SUBJECT_SLOT, EncodedSplit, KnowledgeDataset
 from .dataset import split_arguments as _split_arguments    # build_dataset's: not exported
 from .task import KnowledgeTask, functional_dictionary

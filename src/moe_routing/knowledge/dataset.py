@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..validation import choice, integer, probability, require, sequence, sequence_of
+from .._internal.validation import choice, integer, probability, require, sequence, sequence_of
 from .task import KnowledgeTask
 from .templates import OBJECT, SUBJECT
 from .tokenizer import Tokenizer

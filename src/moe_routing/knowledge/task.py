@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..validation import fail, integer, require, sequence
+from .._internal.validation import fail, integer, require, sequence
 from .templates import Template
 from .tokenizer import check_entity_name
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..validation import fail, require
+from .._internal.validation import fail, require
 
 SUBJECT = "⋆1"
 OBJECT = "⋆2"

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..validation import fail, integer, require, sequence
+from .._internal.validation import fail, integer, require, sequence
 from .templates import WORD_PATTERN, render
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..validation import fail, flag, integer, require, sequence, sequence_of
+from .._internal.validation import fail, flag, integer, require, sequence, sequence_of
 from .task import KnowledgeTask
 from .templates import Template
 

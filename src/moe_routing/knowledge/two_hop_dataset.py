@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validation import fail, flag, require, sequence, sequence_of
+from .._internal.validation import fail, flag, require, sequence, sequence_of
 from .dataset import KnowledgeDataset, split_arguments
 from .task import KnowledgeTask
 from .two_hop import Fact, TwoHopTask, two_hop_task

@@ -33,7 +33,7 @@
   searches share;
 * :mod:`.symmetry` — the two-expert Gaussian model, the operator M and the gradient flow.
 
-Arguments are checked with :mod:`moe_routing.validation` (one idiom for the whole library).
+Arguments are checked with :mod:`moe_routing._internal.validation` (one idiom for the whole library).
 """
 
 import pkgutil as _pkgutil

@@ -35,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 from .multi_region import chart_points, normalise, relabel_all
 from .profiled import ProfiledObjective
 from .two_region import routers, wrap_phi

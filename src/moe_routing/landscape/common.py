@@ -6,7 +6,7 @@ both average population quantities over one *fixed* scrambled-Sobol sample of N(
 random numbers, so that every router, expert and temperature sees the same points and the soft
 landscape is a smooth function of the parameters that autograd can differentiate twice.
 
-(The temperature check both models need is :func:`moe_routing.validation.temperature`.)
+(The temperature check both models need is :func:`moe_routing._internal.validation.temperature`.)
 
 Shapes: ``n`` sample points, ``d`` input dimension, ``p = d + 1`` features.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from scipy.stats import norm, qmc
 
-from .. import validation as check
+from .._internal import validation as check
 
 
 def features(X: torch.Tensor) -> torch.Tensor:

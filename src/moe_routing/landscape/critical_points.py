@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 from .charts import TwoRegionChart, _oracle_values, dedupe, descend, descend_grad_norm, newton
 from .two_region import TeacherStudentConfig, routers, wrap_phi
 

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from scipy.special import ndtr
 
-from .. import validation as check
+from .._internal import validation as check
 from .common import features
 from .multi_region import (MultiRegionTeacher, chart_dim, logits_from_phi, retract,
                            tangent_basis)

@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import ndtr
 
-from .. import validation as check
+from .._internal import validation as check
 from .two_region import TeacherStudentConfig, _config, _phi_point, normal, normal_perp
 
 _T_MAX = 9.0           # |t| beyond this carries Gaussian mass < 2e-19

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import validation as check
+from .._internal import validation as check
 from .shape_derivative import boundary_integral_gradient
 from .two_region import TeacherStudentConfig, routers
 from .hard_quadrature import hard_refit, profiled_hard

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .. import validation as check
+from .._internal import validation as check
 from .charts import MultiRegionChart, dedupe, descend, descend_grad_norm, newton
 from .common import sobol_normal
 from .multi_fit import describe_partition, expert_error, hard_refit, partition_error
@@ -160,7 +160,7 @@ def critical_points(obj: ProfiledObjective, taus, starts: np.ndarray, eval_X: to
     counterpart on the guide is missed (the tests hold the teacher minimum of both searches
     equal on one teacher; ``benchmarks/bench_paper_profile.py`` prints which points each finds).
     ``progress``: called as ``progress(i, n, note)`` after each of the n temperatures (e.g. a
-    :class:`moe_routing.progress.Progress`).
+    :class:`moe_routing._internal.progress.Progress`).
     """
     obj = _objective(obj)
     if guide is not None:
@@ -291,7 +291,7 @@ def search_teacher(name: str, teacher: MultiRegionTeacher, n: int, seed: int, ta
     :func:`critical_points` (the guide's sample is the first ``n_guide`` points of the
     objective's: a scrambled Sobol net is nested); ``n_guide`` = ``n`` is the one-level search.
     ``progress``: report "i of n temperatures, ETA" lines on stderr."""
-    from ..progress import Progress
+    from .._internal.progress import Progress
 
     check.require(isinstance(name, str) and name != "", "name", name, "a non-empty teacher name")
     check.instance("teacher", teacher, MultiRegionTeacher, "a MultiRegionTeacher")

@@ -4,7 +4,7 @@ The objectives of :mod:`.multi_region`'s model (same notation and shapes): the g
 router, the soft risk ``L_τ(θ, φ)``, the closed-form refits ``θ_τ(φ)`` (soft) and ``θ_0(φ)``
 (hard, per cell), the errors of a student against the teacher (cells against regions,
 experts against experts), and the K = 2 specialisation checked against the two-region code.
-Every public function checks its arguments with :mod:`moe_routing.validation` before any work.
+Every public function checks its arguments with :mod:`moe_routing._internal.validation` before any work.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from .. import validation as check
+from .._internal import validation as check
 from .common import features, sobol_normal
 from .multi_region import (MultiRegionTeacher, _chart_tensor, _dims, chart_points,
                            from_two_region, logits_from_phi)

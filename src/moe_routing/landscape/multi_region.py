@@ -45,7 +45,7 @@ teacher-equivalent set is the K! relabellings of the teacher's own (normalised) 
 
 Shapes: ``n`` sample points, ``S`` routers evaluated at once, ``K`` experts, ``d`` input
 dimension, ``p = d + 1`` features, ``M = (K−1)(d+1)`` ambient chart coordinates, ``D = M − 1``
-local coordinates.  Every public function checks its arguments with :mod:`moe_routing.validation`
+local coordinates.  Every public function checks its arguments with :mod:`moe_routing._internal.validation`
 (finite arrays and tensors of these shapes, τ > 0, K ≥ 2, d ≥ 1) before any work starts.
 """
 
@@ -60,7 +60,7 @@ import numpy as np
 import torch
 from scipy.optimize import linprog
 
-from .. import validation as check
+from .._internal import validation as check
 from .common import features, sobol_normal
 
 _BOX = 6.0             # interfaces are looked for inside |x|_∞ ≤ 6 (Gaussian mass outside < 1e-8·d)

@@ -38,7 +38,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from .. import validation as check
+from .._internal import validation as check
 from .common import features, sobol_normal
 from .multi_fit import RIDGE, _normal_solve, _sample_moments, soft_refit, soft_risk
 from .multi_region import (MultiRegionTeacher, chart_dim, chart_points, chart_radius, helmert,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 from .critical_points import SoftCriticalPoint
 from .multi_critical import MultiCriticalPoint
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import validation as check
+from .._internal import validation as check
 from .critical_points import TWO_REGION, CriticalPoint, SoftCriticalPoint
 from .multi_critical import MultiCriticalPoint
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 from .charts import MultiRegionChart, newton
 from .multi_critical import EIG_TOL, MIN_CELL_MASS, MultiCriticalPoint, TeacherSearch
 from .profiled import ProfiledObjective

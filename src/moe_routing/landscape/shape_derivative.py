@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .. import validation as check
+from .._internal import validation as check
 from .two_region import TeacherStudentConfig
 from .hard_quadrature import hard_risk, t_pieces
 

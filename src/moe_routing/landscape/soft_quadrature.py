@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .. import validation as check
+from .._internal import validation as check
 from .hard_quadrature import _T_MAX, _leggauss
 from .two_region import TeacherStudentConfig, _config, _phi_batch
 

@@ -25,7 +25,7 @@ The paper states the instability, the alignment with the separator and the ``1/Ï
 (Proposition 6.3); the explicit ``M``, the ``âˆš2`` and the time convention are the book's own.
 
 Shapes: ``n`` samples, ``d`` input dimension, ``B`` trajectories simulated together.  Public
-functions check their arguments with :mod:`moe_routing.validation` before any work starts; the
+functions check their arguments with :mod:`moe_routing._internal.validation` before any work starts; the
 RK4 loop then runs on the checked tensors without re-checking them at every stage.  The flow
 and its fits are :mod:`.symmetry_flow`.
 """
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .. import validation as check
+from .._internal import validation as check
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 SAMPLING_METHODS = ("iid", "sobol")

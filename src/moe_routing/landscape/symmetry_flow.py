@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import validation as check
+from .._internal import validation as check
 
 
 def _flow_state(X, Y, theta1, theta2, w, tau) -> torch.Tensor:
@@ -134,7 +134,7 @@ def gradient_flow(X, Y, theta1, theta2, w, tau, *, steps: int, h: float = 0.05,
     RK4 error per e-fold is the same for all τ. ``train_experts=False`` freezes the experts
     (router-only flow), used to show that with identical experts the router never moves.
     ``progress``: ``None`` or a callable ``progress(i, steps)`` called after step i (a
-    :class:`moe_routing.progress.Progress`'s ``update`` reports "i of n, ETA" lines from it).
+    :class:`moe_routing._internal.progress.Progress`'s ``update`` reports "i of n, ETA" lines from it).
     ``reference=True`` uses the previous, unfused gradients (for the tests and the benchmark).
     """
     taus = _flow_state(X, Y, theta1, theta2, w, tau)

@@ -30,7 +30,7 @@ Two ways to evaluate population quantities, both used:
   autograd can differentiate twice). Its error is measured by independent replicate samples.
 
 Shapes: ``n`` samples, ``S`` router parameters evaluated at once.  Every public function checks
-its arguments with :mod:`moe_routing.validation` (finite tensors of the stated shapes, τ > 0).
+its arguments with :mod:`moe_routing._internal.validation` (finite tensors of the stated shapes, τ > 0).
 
 Where the code is: the teacher and the router chart are in :mod:`.two_region`, the hard
 objective by quadrature in :mod:`.hard_quadrature`, the soft objective by quadrature (the
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import validation as check
+from .._internal import validation as check
 from .common import features
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import validation as check
+from .._internal import validation as check
 from .common import features
 
 

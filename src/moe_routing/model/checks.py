@@ -1,4 +1,4 @@
-"""Argument checks at the model's API boundary, built on :mod:`moe_routing.validation`.
+"""Argument checks at the model's API boundary, built on :mod:`moe_routing._internal.validation`.
 
 Why a module of its own: the losses and the model run inside every training step, so their
 checks must cost nothing -- they read a tensor's *metadata* (type, dtype, shape, emptiness),
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..validation import fail, require
+from .._internal.validation import fail, require
 
 KINDS = ("int", "float", "bool")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from ..validation import choice, fail, flag, integer, positive, require
+from .._internal.validation import choice, fail, flag, integer, positive, require
 
 GATE_MODES = ("switch", "renormalised")
 BACKENDS = ("sorted", "grouped", "loop", "dense")

@@ -47,7 +47,7 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
-from ..validation import choice, fail
+from .._internal.validation import choice, fail
 
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 

@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple, Union
 
 import torch
 
-from ..validation import fail, integer, require
+from .._internal.validation import fail, integer, require
 from .checks import ids_in_range, tensor
 from .losses import IGNORE_INDEX
 from .transformer import MoETransformer

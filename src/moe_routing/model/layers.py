@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..validation import integer, require
+from .._internal.validation import integer, require
 from .config import MoEConfig
 from .dispatch import dispatch
 

@@ -27,7 +27,7 @@ weight is α / L (multiply the coefficient by L to recover the sum).  The task-r
 supervises each layer with its own designated experts (per-layer task ids, e.g. the hop-1 task
 for layer 1 and the hop-2 task for layer 2 of a two-hop sentence).
 
-Arguments are checked at the call (the library's idiom, :mod:`moe_routing.validation`):
+Arguments are checked at the call (the library's idiom, :mod:`moe_routing._internal.validation`):
 coefficients must be finite and ≥ 0, tensors must have the right dtype and shape and hold at
 least one token.  Those checks read metadata only, because these functions run in every
 training step.  The *values* of the tensors are not scanned: NaN or Inf in logits or router
@@ -55,7 +55,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ..validation import choice, fail, integer, number, require
+from .._internal.validation import choice, fail, integer, number, require
 from .checks import tensor
 from .factored_logits import FactoredLogits, blocked_cross_entropy
 

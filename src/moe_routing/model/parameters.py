@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validation import fail, require
+from .._internal.validation import fail, require
 from .config import MoEConfig
 
 

@@ -37,8 +37,8 @@ from typing import Callable, Iterator
 
 import torch
 
-from ..runtime import DEVICES, resolve_device, seed_everything
-from ..validation import choice, fail, flag, instance, integer, number, positive, require
+from .._internal.runtime import DEVICES, resolve_device, seed_everything
+from .._internal.validation import choice, fail, flag, instance, integer, number, positive, require
 from .config import MoEConfig
 from .losses import IGNORE_INDEX, OBJECTIVES, objective_loss
 from .train_data import TrainData

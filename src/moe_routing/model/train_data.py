@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..validation import integer, require
+from .._internal.validation import integer, require
 from .checks import tensor
 from .losses import IGNORE_INDEX
 

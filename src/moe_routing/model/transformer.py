@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..validation import choice, fail, flag, integer, number, require
+from .._internal.validation import choice, fail, flag, integer, number, require
 from .checks import finite_values, tensor
 from .config import BACKENDS, MoEConfig
 from .factored_logits import FactoredLogits

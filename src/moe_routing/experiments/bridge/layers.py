@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 
-from ... import validation as check
+from ..._internal import validation as check
 
 #: the splits of a dataset the measurements run on
 SPLITS = ("test", "train")

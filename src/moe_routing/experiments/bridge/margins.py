@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import validation as check
+from ..._internal import validation as check
 from ...boundary.fits import bootstrap_bm_fit
 from ...boundary.margin import top_two_margin
 from ...boundary.mass import boundary_mass_from_margins, tail_constant

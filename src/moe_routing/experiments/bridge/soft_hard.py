@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import validation as check
+from ..._internal import validation as check
 from ...boundary.fits import fit_loglog
 from ...boundary.risk import risk_bound
 from .layers import (_dataset, _expert_outputs, _float64, _head, _layer_parts, _model,

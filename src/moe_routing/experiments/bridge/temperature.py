@@ -56,7 +56,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ... import validation as check
+from ..._internal import validation as check
 
 # what a run records and the fits of its rates live in .router_temperature_fits; importable
 # from here
@@ -181,7 +181,7 @@ def symmetric_model(setup: TemperatureSetup, tau: float, seed: int, vocab_size: 
     import torch
 
     from ...model import MoEConfig, MoETransformer
-    from ...runtime import seed_everything
+    from ..._internal.runtime import seed_everything
 
     tau = check.temperature("tau", tau)
     seed = check.integer("seed", seed, low=0)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import validation as check
+from ..._internal import validation as check
 
 #: the two measures of the router (:class:`GrowthRun`)
 MEASURES = ("aligned", "contrast")

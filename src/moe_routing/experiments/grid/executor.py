@@ -66,8 +66,8 @@ import time
 import traceback
 from typing import Any, Callable, Sequence
 
-from ...progress import duration
-from ...validation import choice, fail, integer, require
+from ..._internal.progress import duration
+from ..._internal.validation import choice, fail, integer, require
 from .local import _run_pool
 from .ray_cluster import _ray_address, _run_ray
 from .slurm import _run_slurm, _slurm_settings
@@ -112,7 +112,7 @@ def plan(executor: str | None = None, workers: int | str | None = None, *,
     ``MOE_SLURM_PARAMS`` parameters that submitit accepts."""
     import torch
 
-    from ...runtime import resolve_device
+    from ..._internal.runtime import resolve_device
 
     name = "executor"
     if executor is None and _env(ENV_EXECUTOR) is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ...validation import integer
+from ..._internal.validation import integer
 from .tasks import Plan, Task, _call, one_line
 
 
@@ -28,7 +28,7 @@ def _worker_init(threads: int, gpu_slot=None) -> None:
     enough to share one) and a run's ``device="cuda"`` means that GPU."""
     import torch
 
-    from ...atomic import clean_exit_on_sigterm
+    from ..._internal.atomic import clean_exit_on_sigterm
 
     clean_exit_on_sigterm()              # stopped mid-write, a worker leaves no temporary behind
     torch.set_num_threads(threads)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from ...validation import fail, integer
+from ..._internal.validation import fail, integer
 from .tasks import Plan, Task, _call, _env, _import_backend, cpu_cores, one_line
 
 #: seconds a TCP connection to ``RAY_ADDRESS`` may take before the address counts as unreachable

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ...atomic import atomic_write_json
+from ..._internal.atomic import atomic_write_json
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ... import validation as check
+from ..._internal import validation as check
 
 
 def cpu_seconds() -> float:

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from ...validation import fail, require
+from ..._internal.validation import fail, require
 from .tasks import Plan, SlurmSettings, Task, _call, _env, _import_backend, one_line
 
 #: the ``slurm`` backend's settings (environment variables, read and checked by

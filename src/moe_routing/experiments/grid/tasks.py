@@ -19,7 +19,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ...validation import fail
+from ..._internal.validation import fail
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import routing_metrics as rm
-from ...validation import number, require
+from ..._internal.validation import number, require
 from .results import LayerRoutingSummary
 
 #: bootstrap resamples of the test sentences for one run's NMI interval

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...validation import choice, integer
+from ..._internal.validation import choice, integer
 
 
 # ----------------------------------------------------------------------------- results
@@ -126,6 +126,6 @@ class RoutingComparison:
 
     def nmi_by_layer(self) -> dict[str, list[tuple[float, float, float]]]:
         """``{objective: [(mean, low, high) of layer 1, …]}``: the input of
-        :func:`moe_routing.verdicts.hf_routing.hf_same_contrast`."""
+        :func:`moe_routing._internal.verdicts.hf_routing.hf_same_contrast`."""
         return {o: [self.cell(o, l).nmi.as_tuple() for l in range(1, self.n_layers + 1)]
                 for o in self.objectives}

@@ -56,9 +56,9 @@ from pathlib import Path
 import numpy as np
 
 from ... import routing_metrics as rm
-from ...atomic import atomic_write_json
+from ..._internal.atomic import atomic_write_json
 from ...model.losses import OBJECTIVES
-from ...validation import choice, integer, number, require, sequence
+from ..._internal.validation import choice, integer, number, require, sequence
 from ..grid.cache import read_cached
 from .measure import _dataset, _layer_summary, measure_hf_model
 from .results import Interval, LayerRoutingSummary, ObjectiveLayer, RoutingComparison, RoutingRun
@@ -150,7 +150,7 @@ def code_fingerprint() -> str:
     """The code a run depends on: :data:`HF_ROUTING_CODE`, the task-routing training code
     fingerprint (model, knowledge datasets, losses, torch and Python versions) and the
     transformers version."""
-    from ...fingerprint import source_fingerprint
+    from ..._internal.fingerprint import source_fingerprint
     from ...hf import require_transformers
     from ..task_routing.config import code_fingerprint as training_code
 

@@ -2,9 +2,9 @@
 
 The training chapter's verdicts and the power table (:mod:`.power`) call these functions, so a
 rule's power is measured on exactly the inputs the chapter gives it.  Each function takes run
-results (dicts of :func:`~moe_routing.experiments.run_grid`) and returns the
-:class:`~moe_routing.verdicts.Verdict` of one rule of :mod:`moe_routing.verdicts.training`;
-what each rule is given is stated here once:
+results (dicts of :func:`~moe_routing.experiments.task_routing.run_grid`) and returns the
+:class:`~moe_routing._internal.verdicts.Verdict` of one rule of
+:mod:`moe_routing._internal.verdicts.training`; what each rule is given is stated here once:
 
 * routing (A-Fig. 2) from the runs of one configuration: NMI over the sentence and at the
   object position, the designated-routing NMI ceiling (from the CE run's task totals), the
@@ -25,10 +25,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ... import routing_metrics as rm
-from ...validation import fail, integer, number, require
-from ...verdicts import Verdict
-from ...verdicts import codes_variant
-from ...verdicts import training as rules
+from ..._internal.validation import fail, integer, number, require
+from ..._internal.verdicts import Verdict
+from ..._internal.verdicts import codes_variant
+from ..._internal.verdicts import training as rules
 from ..accuracy import (AccuracyInterval, PairedDifference, accuracy_interval, paired_difference,
                         shared_sampling_error)
 from .runs import convergence
@@ -146,7 +146,7 @@ def differences(results: Sequence[dict]
                 ) -> dict[tuple[int, int], tuple[PairedDifference, PairedDifference, float]]:
     """Every multi-expert cell ``(n_tasks, n_experts)`` of a grid -> (router − CE, router −
     CE + LB, the lower of the CE and CE + LB mean accuracies): what
-    :func:`~moe_routing.verdicts.training.accuracy_comparable` decides on."""
+    :func:`~moe_routing._internal.verdicts.training.accuracy_comparable` decides on."""
     g = _groups(results)
     keys = sorted({(k, e) for k, e, _ in g if e > 1})
     require(bool(keys), "results", "no multi-expert cell", "runs with n_experts > 1")

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from typing import ClassVar
 
-from ...validation import choice, fail, flag, integer, require
+from ..._internal.validation import choice, fail, flag, integer, require
 from ...model.config import MoEShape
 from ...model.losses import OBJECTIVES
 from ...model.train import TrainSchedule
-from ...runtime import DEVICES
+from ..._internal.runtime import DEVICES
 
 #: version of the result format and of the measurement code; part of every cache key
 #: (2: the budget is ``steps``, not epochs; test accuracy is evaluated at each quarter;
@@ -317,7 +317,7 @@ TRAINING_CODE = ("model", "knowledge/__init__.py", "knowledge/dataset.py", "know
                  "knowledge/sources", "experiments/task_routing/config.py",
                  "experiments/task_routing/data.py", "experiments/task_routing/store.py",
                  "experiments/task_routing/runs.py", "routing_metrics.py",
-                 "runtime.py")
+                 "_internal/runtime.py")
 
 
 @lru_cache(maxsize=1)
@@ -327,7 +327,7 @@ def code_fingerprint() -> str:
 
     import torch
 
-    from ...fingerprint import source_fingerprint
+    from ..._internal.fingerprint import source_fingerprint
 
     blob = "\0".join([source_fingerprint(TRAINING_CODE), torch.__version__,
                        platform.python_version(), platform.machine()])

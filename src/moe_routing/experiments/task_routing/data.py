@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ...validation import integer, require
+from ..._internal.validation import integer, require
 from .config import ExperimentConfig, _config
 
 # ----------------------------------------------------------------------------- data

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from ...model.losses import OBJECTIVES
-from ...validation import flag, integer, require, sequence
+from ..._internal.validation import flag, integer, require, sequence
 from .power import broken_configs
 from .config import CONTROLS, ExperimentConfig
 from .runs import grid_configs
@@ -62,7 +62,7 @@ class TrainingPlan:
 
     def distinct(self) -> list[ExperimentConfig]:
         """One configuration per training key (the one-expert cells of the three objectives
-        are one run, as :func:`~moe_routing.experiments.run_grid` trains them)."""
+        are one run, as :func:`~moe_routing.experiments.task_routing.run_grid` trains them)."""
         unique: dict[str, ExperimentConfig] = {}
         for c in self.configs():
             unique.setdefault(json.dumps(c.training_key(), sort_keys=True), c)

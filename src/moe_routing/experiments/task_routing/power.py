@@ -1,7 +1,7 @@
 """The power of the training chapter's verdict rules: what each would say of a broken model.
 
 A rule that reads *reproduced* for a model that cannot have the property it tests carries no
-information.  So every rule of :mod:`moe_routing.verdicts.training` is also fed the
+information.  So every rule of :mod:`moe_routing._internal.verdicts.training` is also fed the
 measurements of deliberately broken variants of the A-Fig. 2 configuration -- real training
 runs or measurements of real models, through the same inputs the chapter gives it
 (:mod:`.claims`):
@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ...validation import choice, fail, require
-from ...verdicts import training as rules
+from ..._internal.validation import choice, fail, require
+from ..._internal.verdicts import training as rules
 from . import claims
 from .config import ExperimentConfig
 

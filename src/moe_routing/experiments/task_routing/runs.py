@@ -56,7 +56,7 @@ changed does not retrain, while a change to that code invalidates every cached r
 three objectives are the same training problem (the router's softmax is identically 1: the LB
 term is the constant α and the task-router loss is 0, both with zero gradient), so they share
 one run, recorded as such in each result (``shared_with``).  Results are written atomically
-(:mod:`moe_routing.atomic`); a cached file that is corrupt, truncated or not a result of its
+(:mod:`moe_routing._internal.atomic`); a cached file that is corrupt, truncated or not a result of its
 configuration is never read: the run is redone (or a good copy from ``reuse_from`` is taken)
 and one warning line of this module's logger names the file and what was wrong with it.
 
@@ -85,10 +85,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ...atomic import jsonable, atomic_write_json
-from ...validation import choice, fail, flag, number, sequence, sequence_of
+from ..._internal.atomic import jsonable, atomic_write_json
+from ..._internal.validation import choice, fail, flag, number, sequence, sequence_of
 from ...model.losses import OBJECTIVES
-from ...runtime import PROFILES
+from ..._internal.runtime import PROFILES
 from .config import RESULT_VERSION, ExperimentConfig, _config
 from .data import _object_targets, evaluate_run, oracle_route, run_parts
 from .store import (_copy_weights, _read_cached, _read_weights, _save_weights, result_path,
@@ -199,7 +199,7 @@ def _train_and_measure(cfg: ExperimentConfig, profile: str, progress: bool,
     import torch
 
     from ...model import exact_match
-    from ...runtime import provenance, resolve_device
+    from ..._internal.runtime import provenance, resolve_device
 
     device = resolve_device(cfg.device)          # ValueError before any work
     t0 = time.perf_counter()
@@ -259,7 +259,7 @@ def _train_variant(cfg: ExperimentConfig, mcfg, data, tcfg, eval_fn):
 
     from ...model import MoETransformer, TrainData, build_and_train, train
     from ...model.train import History
-    from ...runtime import seed_everything
+    from ..._internal.runtime import seed_everything
 
     eval_every = max(1, cfg.train.steps // EVAL_POINTS)
     if cfg.variant in ("none", "collapsed"):

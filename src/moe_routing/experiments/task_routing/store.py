@@ -10,7 +10,7 @@ import logging
 import os
 from pathlib import Path
 
-from ...validation import fail
+from ..._internal.validation import fail
 from .config import RESULT_VERSION, ExperimentConfig, _config
 from .data import model_config
 
@@ -38,14 +38,14 @@ def weights_path(cfg: ExperimentConfig, artifacts_dir: str | Path) -> Path:
 
 def _save_weights(cfg: ExperimentConfig, model, artifacts_dir: str | Path) -> Path:
     """torch.save of the model's state (on the CPU), through a temporary file renamed over the
-    target (:func:`moe_routing.atomic.atomic_write_bytes`).  The knock-out modes are Python
+    target (:func:`moe_routing._internal.atomic.atomic_write_bytes`).  The knock-out modes are Python
     attributes, not state: they are stored too, so that the ``collapsed`` variant's model (its
     routing collapsed after training) reloads as the model that was measured."""
     import io
 
     import torch
 
-    from ...atomic import atomic_write_bytes
+    from ..._internal.atomic import atomic_write_bytes
 
     payload = dict(format=WEIGHTS_FORMAT, key=cfg.key(), training_key=cfg.training_key(),
                    model_config=model.config.as_dict(),
@@ -138,7 +138,7 @@ def _copy_weights(cfg: ExperimentConfig, source: str | Path, target: str | Path)
     """Copy the run's weights file along with its JSON, when the source folder has one (the
     bytes as they are: :func:`~moe_routing.experiments.task_routing.runs.load_model` checks them
     where they are read)."""
-    from ...atomic import atomic_write_bytes
+    from ..._internal.atomic import atomic_write_bytes
 
     src = weights_path(cfg, source)
     if src.exists():

@@ -4,7 +4,7 @@ parts -- :class:`TwoHopData` (the chains and the mixed dataset), the model's
 plus the run's own objective, seed, device and amp, and its cache key.
 
 The model and schedule parts are the library's own, as in paper A's
-:class:`~moe_routing.experiments.ExperimentConfig` (both are a
+:class:`~moe_routing.experiments.task_routing.ExperimentConfig` (both are a
 :class:`~moe_routing.experiments.task_routing.config.NestedConfig`): a knob of the model or of training is
 declared, defaulted and validated once, and a run's ``MoEConfig`` and ``TrainConfig`` are built
 from the parts (:meth:`MoEShape.config`, :meth:`NestedConfig.loop_config`), never copied field
@@ -22,7 +22,7 @@ from typing import ClassVar, Iterable
 from ...model.config import MoEShape
 from ...model.losses import OBJECTIVES
 from ...model.train import TrainSchedule
-from ...validation import fail, integer, probability, require, sequence
+from ..._internal.validation import fail, integer, probability, require, sequence
 from ..task_routing.config import NestedConfig, code_fingerprint
 
 #: version of the result format and of the measurement code; part of every cache key
@@ -142,7 +142,7 @@ class TwoHopConfig(NestedConfig):
     ``objective`` (one of ``OBJECTIVES``), ``seed`` (initialisation and data order),
     ``device`` and ``amp``.  Sizes are ours.
 
-    Why not :class:`~moe_routing.experiments.ExperimentConfig`: its data part (``n_tasks``,
+    Why not :class:`~moe_routing.experiments.task_routing.ExperimentConfig`: its data part (``n_tasks``,
     ``n_relations``, ``task_seed``) draws flat tasks from the whole base, which has no meaning
     here (the tasks are the chains' hops and their compositions), and its key is the single-hop
     runs' format.  The model and training parts are the same classes, so the knobs have the
@@ -211,7 +211,7 @@ class TwoHopConfig(NestedConfig):
 
 @lru_cache(maxsize=1)
 def _two_hop_fingerprint() -> str:
-    from ...fingerprint import source_fingerprint
+    from ..._internal.fingerprint import source_fingerprint
 
     return source_fingerprint(TWO_HOP_CODE)[:16]
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ...validation import instance, integer, require
+from ..._internal.validation import instance, integer, require
 from .config import TwoHopConfig, TwoHopData, _config
 
 

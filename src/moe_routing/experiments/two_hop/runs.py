@@ -77,11 +77,11 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ...atomic import jsonable, atomic_write_json
-from ...runtime import PROFILES
+from ..._internal.atomic import jsonable, atomic_write_json
+from ..._internal.runtime import PROFILES
 import numpy as np
 
-from ...validation import choice, fail, flag, integer, require, sequence, sequence_of
+from ..._internal.validation import choice, fail, flag, integer, require, sequence, sequence_of
 from ..grid.cache import read_cached
 from .config import RESULT_VERSION, TwoHopConfig, _config
 from .measure import (_correct, _take, evaluate_two_hop, hop_tasks, layer_targets, two_hop_dataset,
@@ -137,7 +137,7 @@ def run_two_hop(cfg: TwoHopConfig, artifacts_dir: str | Path | None = None,
     import torch
 
     from ...model import TrainData, build_and_train
-    from ...runtime import provenance, resolve_device
+    from ..._internal.runtime import provenance, resolve_device
 
     _config(cfg)
     choice("profile", profile, PROFILES)

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...validation import choice, fail, integer, require, sequence
+from ..._internal.validation import choice, fail, integer, require, sequence
 from ..task import KnowledgeTask
 from .templates_file import relation_spec, template_file
 

@@ -35,8 +35,8 @@ import os
 import sys
 from pathlib import Path
 
-from ...atomic import atomic_write_bytes
-from ...validation import require
+from ..._internal.atomic import atomic_write_bytes
+from ..._internal.validation import require
 
 # the builder modules register their relations in BUILDERS when imported, in this order
 from . import (extract_countries, extract_places, extract_time_zones,  # noqa: F401

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from ...validation import require
+from ..._internal.validation import require
 
 #: source keys used in ``MANIFEST.tsv`` (``NOTICE.md`` gives each one's origin and licence)
 SOURCES = {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from ...validation import require
+from ..._internal.validation import require
 from ..templates import Template
 
 TEMPLATES_PER_RELATION = 5

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...validation import choice, integer, require, sequence
+from ..._internal.validation import choice, integer, require, sequence
 from ..task import KnowledgeTask
 from .templates_file import template_file
 from .wikidata5m_files import WikiData5MAliasError, resolve_files

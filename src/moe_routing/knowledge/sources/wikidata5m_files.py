@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from zlib import error as zlib_error
 
-from ...validation import fail, sequence
+from ..._internal.validation import fail, sequence
 
 TRIPLE_FILES_ALL = ("wikidata5m_all_triplet.txt",)
 TRIPLE_FILES_TRANSDUCTIVE = ("wikidata5m_transductive_train.txt",

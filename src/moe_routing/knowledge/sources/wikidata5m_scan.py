@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...validation import integer, require
+from ..._internal.validation import integer, require
 from .wikidata5m_files import CHUNK_BYTES, MAX_LINE_BYTES, WikiData5MFormatError, _chunks
 
 # possessive repeat (*+): no backtracking state, so memory stays flat on a 16 MB chunk

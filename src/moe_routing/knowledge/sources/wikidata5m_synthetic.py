@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...validation import integer, probability, require, sequence
+from ..._internal.validation import integer, probability, require, sequence
 from .wikidata5m_files import ENTITY_FILE, RELATION_FILE, TRIPLE_FILES_TRANSDUCTIVE
 
 

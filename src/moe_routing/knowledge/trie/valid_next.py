@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...validation import fail, integer, require
+from ..._internal.validation import fail, integer, require
 
 
 def _int_array(name: str, value, ndim: int | None = None) -> np.ndarray:

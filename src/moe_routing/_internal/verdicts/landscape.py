@@ -3,7 +3,7 @@
 
 Each rule is a pure function of measured numbers (plain floats, booleans and sequences) and of
 thresholds given as keyword arguments; it returns ``(verdict, reason)`` and the :func:`rule`
-decorator makes that a :class:`~moe_routing.verdicts.Verdict`. The reason names the deciding
+decorator makes that a :class:`~moe_routing._internal.verdicts.Verdict`. The reason names the deciding
 threshold and the numbers. The chapters ``landscape``, ``landscape_multi`` and
 ``symmetry_breaking`` call them; ``tests/test_verdicts_landscape.py`` drives every rule on both
 sides of each threshold.

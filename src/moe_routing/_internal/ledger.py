@@ -66,7 +66,7 @@ class Claim:
     note: str = ""
     key: str = ""          # the key number, short ("max P(invalid) = 2.0e-4")
     reason: str = ""       # the deciding rule's one-line reason
-    rule: str = ""         # the deciding rule (a function of moe_routing.verdicts)
+    rule: str = ""         # the deciding rule (a function of moe_routing._internal.verdicts)
     source: str = ""       # where the statement about the paper comes from (SOURCES)
     short: str = ""        # the claim in one line
     profile: str = ""      # the execution profile the measurement came from (smoke/default/paper)
@@ -147,12 +147,12 @@ class Ledger:
                note: str = "", where: str | None = None, claim: str | None = None,
                source: str | None = None) -> Claim:
         """Record claim ``id`` with what was ``measured`` (built from computed values) and the
-        :class:`~moe_routing.verdicts.Verdict` of its rule; returns the verdict box."""
+        :class:`~moe_routing._internal.verdicts.Verdict` of its rule; returns the verdict box."""
         if isinstance(verdict, str):
             raise TypeError(f"verdict = {verdict!r} is a literal; accepted: the Verdict returned "
-                            "by a rule of moe_routing.verdicts (no verdict is decided by hand)")
+                            "by a rule of moe_routing._internal.verdicts (no verdict is decided by hand)")
         if not isinstance(verdict, Verdict):
-            raise TypeError(f"verdict must be a moe_routing.verdicts.Verdict, got "
+            raise TypeError(f"verdict must be a moe_routing._internal.verdicts.Verdict, got "
                             f"{type(verdict).__name__}")
         if source is not None and source not in SOURCES:
             raise ValueError(f"source = {source!r} is not allowed; accepted: {', '.join(SOURCES)}")

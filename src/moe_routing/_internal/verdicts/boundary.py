@@ -2,7 +2,7 @@
 
 Each rule is a pure function of measured numbers (plain floats, tuples and sequences) and of
 thresholds given as keyword arguments; it returns ``(verdict, reason)`` and the :func:`rule`
-decorator makes that a :class:`~moe_routing.verdicts.Verdict`.  The reason names the deciding
+decorator makes that a :class:`~moe_routing._internal.verdicts.Verdict`.  The reason names the deciding
 threshold and the numbers.  The chapters ``boundary_mass``, ``soft_to_hard`` and
 ``gamma_convergence`` call them; ``tests/test_verdicts_boundary.py`` drives every rule on both
 sides of each threshold.

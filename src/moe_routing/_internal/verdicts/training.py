@@ -2,7 +2,7 @@
 and whether the training runs behind them had converged.
 
 Accuracies are fractions in [0, 1].  An accuracy of a cell enters as an *interval*
-``(mean, low, high)`` -- :func:`moe_routing.experiments.accuracy_interval`: the mean over seeds
+``(mean, low, high)`` -- :func:`moe_routing.experiments.accuracy.accuracy_interval`: the mean over seeds
 with the seed spread and the test set's error clustered by fact -- and the accuracy rules
 decide on intervals and on paired differences (:func:`moe_routing.experiments.accuracy.
 paired_difference`), not on a flat tolerance.  Every rule that judges accuracies takes

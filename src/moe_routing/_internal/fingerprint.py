@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]          # moe_routing/
 SOURCE_SUFFIXES = (".py", ".yaml", ".tsv", ".json", ".csv", ".txt")
 # Files of the package that no computed result depends on.
 NOT_RESULTS = frozenset({"claims.yaml"})

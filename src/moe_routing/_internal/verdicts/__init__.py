@@ -3,7 +3,7 @@
 A *rule* is a small pure function of the measured quantities (and of the thresholds it states)
 that returns a :class:`Verdict`: the verdict word, a one-line reason naming the threshold that
 decided it, and the rule's own name. Chapters call rules; no verdict is a literal in a cell
-(:meth:`moe_routing.ledger.Ledger.record` accepts only a :class:`Verdict`). Each rule is unit
+(:meth:`moe_routing._internal.ledger.Ledger.record` accepts only a :class:`Verdict`). Each rule is unit
 tested on both sides of each of its thresholds, the outcome "not reproduced" included
 (``tests/test_verdicts_<family>.py``).
 

@@ -57,6 +57,51 @@ def test_figure_strings_use_mathtext(path):
     assert bad == []
 
 
+LABELLING = {"set_xlabel", "set_ylabel", "set_title", "suptitle", "supxlabel", "supylabel",
+             "text", "annotate", "legend", "set_xticklabels", "set_yticklabels"}
+LABEL_KEYWORDS = {"label", "xlabel", "ylabel", "title"}
+
+
+def label_strings(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every string a module hands matplotlib as a label: the arguments of
+    the labelling calls (``set_xlabel``, ``set_title``, ``text``, ``legend``, ...) and the
+    ``label=``, ``xlabel=``, ``ylabel=``, ``title=`` keywords of any call -- where the
+    chapters' figures are labelled since the chapters call their module in
+    ``moe_routing._internal.chapters``.  An f-string counts by its literal parts."""
+    import ast
+
+    def texts(node) -> list[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, ast.JoinedStr):
+            return ["".join(v.value if isinstance(v, ast.Constant) else "{}"
+                            for v in node.values)]
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [s for e in node.elts for s in texts(e)]
+        return []
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        values = list(node.args) if name in LABELLING else []
+        values += [k.value for k in node.keywords if k.arg in LABEL_KEYWORDS]
+        found += [(node.lineno, s) for v in values for s in texts(v)]
+    return found
+
+
+def pseudo_tex_labels(source: str) -> list[tuple[int, str]]:
+    return [(line, s) for line, s in label_strings(source)
+            if PSEUDO_TEX.search(outside_math(s))]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "src" / "moe_routing" / "_internal" / "chapters")
+                                        .glob("[!_]*.py")), ids=lambda p: p.stem)
+def test_figure_functions_use_mathtext(path):
+    assert pseudo_tex_labels(path.read_text(encoding="utf-8")) == []
+
+
 def test_the_check_sees_pseudo_tex():
     assert pseudo_tex('ax.set_title("structure, α_j ∝ ρ^j")') == ["structure, α_j ∝ ρ^j"]
     assert pseudo_tex('ax.set_xlabel("task bound L_k·|T(k)| + |Δ_k| (neurons)")')
@@ -64,6 +109,9 @@ def test_the_check_sees_pseudo_tex():
     assert pseudo_tex('ax.contourf(Z, cmap="RdBu_r")') == []
     assert pseudo_tex('ax.plot(x, y, "k--", label=f"$K = {K}$ at {c.phi[0]:.2f}")') == []
     assert pseudo_tex('zip(points, "osD^v<>")') == []
+    module = ('def f(ax, k):\n    """A doc_string."""\n    ax.set_xlabel("L_k·|T(k)|")\n'
+              '    ax.plot([1], label=f"$K = {k}$ of α_j")\n    return {"n_layers": 2}\n')
+    assert pseudo_tex_labels(module) == [(3, "L_k·|T(k)|"), (4, "$K = {}$ of α_j")]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

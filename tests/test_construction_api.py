@@ -135,7 +135,8 @@ def test_chapter_names_only_public_construction_names():
     text = (ROOT / "notebooks" / "construction.md").read_text(encoding="utf-8")
     prose = re.sub(r"```\{code-cell\}.*?```", "", text, flags=re.S)   # drop code cells
     spans = re.findall(r"`([^`\n]+)`", prose)
-    private = [s for s in spans if re.search(r"(^|[.\s(])_[A-Za-z]", s)]
+    # (the book's own plumbing, moe_routing._internal, is named where the prose points at it)
+    private = [s for s in spans if re.search(r"(^|[.\s(])_(?!internal\.)[A-Za-z]", s)]
     assert private == []
     assert not (private_names_of_the_construction() & set(re.findall(r"\b_\w+", text)))
     modules = {p.stem for p in (ROOT / "src" / "moe_routing" / "construction").glob("*.py")}

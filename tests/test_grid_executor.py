@@ -354,9 +354,10 @@ def _imported_from() -> str:
 
 @needs_ray
 def test_ray_workers_import_the_package_the_grid_carries(tmp_path):
-    """The Ray session of a grid passes ``runtime_env={"py_modules": [the package]}``: its
-    workers import ``moe_routing`` from Ray's copy of the driver's package (first on their
-    path), not from an installation of their own, which a cluster's node need not have."""
+    """The Ray session of a chapter's grids (GridSession) passes ``runtime_env={"py_modules":
+    [the package]}``, and stops the instance it started when it closes: its workers import
+    ``moe_routing`` from Ray's copy of the driver's package (first on their path), not from an
+    installation of their own, which a cluster's node need not have."""
     import sys
     from pathlib import Path
 
@@ -364,6 +365,7 @@ def test_ray_workers_import_the_package_the_grid_carries(tmp_path):
     from ray import cloudpickle                   # Ray's own copy pickles the task's arguments
 
     import moe_routing
+    from moe_routing.experiments.grid import GridSession
 
     package = Path(moe_routing.__file__).parent
     assert ray_cluster.ray_runtime_env()["py_modules"] == [str(package)]
@@ -372,9 +374,12 @@ def test_ray_workers_import_the_package_the_grid_carries(tmp_path):
     # the workers cannot import this test module
     try:
         seen = []
-        failures = ex.run_tasks(_imported_from, [ex.Task("where", "where", ())],
-                                ex.plan("ray", 1, threads=1),
-                                on_result=lambda _task, path: seen.append(Path(path)))
+        # in a chapter's GridSession: one Ray instance for its grids, shut down when it closes
+        with GridSession(executor="ray", workers=1, threads=1) as session:
+            assert ray.is_initialized()
+            failures = ex.run_tasks(_imported_from, [ex.Task("where", "where", ())],
+                                    session.plan,
+                                    on_result=lambda _task, path: seen.append(Path(path)))
     finally:
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     assert failures == [] and len(seen) == 1

@@ -50,6 +50,7 @@ class GridSession:
                  threads: int | None = None, device: str = "cpu",
                  runs_from: Sequence[str | Path] = ()):
         from . import executor as grid_executor
+        from .ray_cluster import ray_session
 
         if isinstance(runs_from, (str, os.PathLike)):
             check.fail("runs_from", runs_from, "a sequence of folders (a list, even of one)")
@@ -69,7 +70,7 @@ class GridSession:
         self._logger.setLevel(logging.INFO)
         self._stack = contextlib.ExitStack()
         if self.plan.executor == "ray":
-            self._stack.enter_context(grid_executor.ray_session(self.plan.workers, threads))
+            self._stack.enter_context(ray_session(self.plan.workers, threads))
         self.closed = False
 
     def describe(self) -> str:

@@ -1,0 +1,266 @@
+"""What the two-hop chapter (``notebooks/two_hop.md``) draws and tabulates.
+
+The chapter composes two facts (``Δ₂ ∘ Δ₁``), builds and verifies a two-layer construction
+that answers the compositions with experts additive in the single-hop tasks, and trains the
+library's model with one and two layers on the same data.  The numbers come from
+:mod:`moe_routing.knowledge.two_hop`, :mod:`moe_routing.construction` and
+:mod:`moe_routing.experiments.two_hop`; this module only lays them out: the frames the chapter
+shows, the strings it puts into its ledger and the figure it draws, so that each chapter cell
+is the call that makes its table or figure.  The verdicts, the glued numbers and the ledger
+entries stay in the chapter.
+
+A *run* below is a result dict of :func:`~moe_routing.experiments.two_hop.run_two_hop_grid`;
+``cells`` is the frame of :func:`~moe_routing.experiments.two_hop.two_hop_cells` (one row per
+number of layers and objective, seeds pooled).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ...knowledge.two_hop import TwoHopTask
+from ...knowledge.two_hop_dataset import MixedKnowledgeDataset
+from ..plots import column_figsize, heatmap
+from ..verdicts.two_hop import hop_blind_reuse
+
+#: objective -> its name in the figure
+NAMES = {"ce": "CE", "ce+lb": "CE + LB", "ce+router": "CE + task router"}
+
+
+# ---------------------------------------------------------------------------------------------
+# the tasks and the split
+
+
+def chain_table(chains) -> pd.DataFrame:
+    """One row per real chain of the knowledge base: the kinds of its subject, bridge and
+    object, its composed facts, how many send a subject to itself (``identity``) and how many
+    answer with their bridge (``o = bridge``): the compositions a copy answers."""
+    return pd.DataFrame([dict(chain=c.name, subject=c.kinds[0], bridge=c.kinds[1],
+                              object=c.kinds[2], compositions=c.n_compositions,
+                              identity=c.n_identity, **{"o = bridge": c.n_bridge})
+                         for c in chains])
+
+
+def task_table(ds, held) -> pd.DataFrame:
+    """The dataset's tasks: kind (single- or two-hop), templates, facts, and how many of the
+    held-out compositions ``held`` each task holds."""
+    return pd.DataFrame([dict(task=t.name,
+                              kind="two-hop" if isinstance(t, TwoHopTask) else "single-hop",
+                              templates=len(t.templates), facts=t.n_pairs,
+                              held_out=sum(h.task == t.name for h in held))
+                         for t in ds.tasks])
+
+
+def shortcut_table(ds, held, parts) -> pd.DataFrame:
+    """Each two-hop task's held-out compositions read against both shortcuts: its majority
+    answer (the most frequent object among the task's sentences in ``parts.train``) and
+    copying the bridge, as the share of held-out compositions each answers."""
+    rows = []
+    for k_, t_ in enumerate(ds.tasks):
+        if not isinstance(t_, TwoHopTask):
+            continue
+        subjects_ = list(t_.dictionary)
+        trained = [t_.dictionary[subjects_[ds.pair[i]]] for i in parts.train
+                   if ds.task[i] == k_]
+        major = pd.Series(trained).value_counts().index[0]
+        mine = [h for h in held if h.task == t_.name]
+        rows.append({"task": t_.name, "held-out compositions": len(mine),
+                     "majority answer": major,
+                     "answered by the majority (%)":
+                         round(100 * np.mean([h.object == major for h in mine])),
+                     "answered by the bridge (%)":
+                         round(100 * np.mean([h.object == h.bridge for h in mine]))})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# the construction
+
+
+def invalid_mass_table(ver) -> pd.DataFrame:
+    """Per ε, largest first: the largest invalid mass over every prefix against ε/2."""
+    return pd.DataFrame([dict(eps=f"{e:.0e}", **{"max P(invalid) over all prefixes": f"{m:.2e}",
+                                                 "bound ε/2": f"{e / 2:.0e}"})
+                         for e, m in sorted(ver.max_invalid_by_eps.items(), reverse=True)])
+
+
+def construction_measured(ver) -> str:
+    """What the construction's ledger entry measured: prefixes, largest invalid mass per ε,
+    facts and held-out sentences answered, and the share routed as built in each layer."""
+    return (f"{ver.n_prefixes} prefixes, max P(invalid) "
+            + ", ".join(f"{m:.1e} (ε={e:.0e})" for e, m in ver.max_invalid_by_eps.items())
+            + f"; facts {100 * ver.fact_accuracy:.0f} %, held-out sentences "
+            f"{100 * ver.held_out_accuracy:.0f} % of {ver.n_held_out}; routes "
+            + "/".join(f"{100 * r:.0f} %" for r in ver.routed_ok))
+
+
+def without_second_hop_fact(ds) -> list:
+    """The tasks of ``ds`` with one composed fact's second hop deleted: the fact of the bridge
+    of the first two-hop task's first subject goes from that task's second hop, so (H-hop)
+    fails."""
+    two = next(t for t in ds.tasks if isinstance(t, TwoHopTask))
+    s0 = next(iter(two.dictionary))
+    bridge0 = two.bridge(s0)
+    return [dataclasses.replace(t, dictionary={k: v for k, v in t.dictionary.items()
+                                               if k != bridge0})
+            if t.name == two.second.name else t for t in ds.tasks]
+
+
+def size_table(rep) -> pd.DataFrame:
+    """Each expert's neurons against the theorem's formula: layer 1 = syntactic neurons +
+    facts, layer 2 = facts if the task is a second hop (else none), both checked per row."""
+    sizes = pd.DataFrame(rep.size_table())
+    sizes["layer 1 = syntactic + facts"] = sizes.layer1 == sizes.syntactic + sizes.n_pairs
+    sizes["layer 2 = facts if second hop"] = (
+        sizes.layer2 == np.where(sizes.second_hop, sizes.n_pairs, 0))
+    return sizes.rename(columns={"n_pairs": "facts |Δₖ|", "syntactic": "syntactic neurons",
+                                 "layer1": "layer 1 neurons", "layer2": "layer 2 neurons",
+                                 "first_hop": "a first hop", "second_hop": "a second hop"})
+
+
+def cut_compositions(ds, cut_to: int, seed: int) -> MixedKnowledgeDataset:
+    """``ds`` with each composed dictionary cut to its first ``cut_to`` facts, the same hops:
+    additive experts must not change."""
+    cut_tasks = [dataclasses.replace(t, dictionary=dict(list(t.dictionary.items())[:cut_to]))
+                 if isinstance(t, TwoHopTask) else t for t in ds.tasks]
+    return MixedKnowledgeDataset(cut_tasks, seed=seed)
+
+
+def n_composed(ds) -> int:
+    """The composed facts of ``ds``: the facts of its two-hop tasks."""
+    return sum(t.n_pairs for t in ds.tasks if isinstance(t, TwoHopTask))
+
+
+def one_layer_table(cmp: dict, ds) -> pd.DataFrame:
+    """Per two-hop task: its composed facts, the distinct bridges they use, and the neurons
+    of the expert the one-layer construction needs for it (``cmp`` of ``compare_sizes``)."""
+    bridges = {t.name: len({t.bridge(s) for s in t.dictionary}) for t in ds.tasks
+               if isinstance(t, TwoHopTask)}
+    return pd.DataFrame([dict(task=name, **{"composed facts": v["composed"],
+                                            "distinct bridges": bridges[name],
+                                            "one-layer expert (neurons)": v["one_layer_expert"]})
+                         for name, v in cmp["per_two_hop"].items()])
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+
+
+def _pm(cells, name: str) -> list[str]:
+    return [f"{100 * m:.1f} ± {100 * h:.1f}"
+            for m, h in zip(cells[name], cells[f"{name}_half_width"])]
+
+
+def score_table(cells) -> pd.DataFrame:
+    """Exact match (%) per cell, mean ± 95 % half-width: single-hop test facts, seen
+    compositions in an unseen template, held-out compositions, and the held-out score on the
+    queries whose answer is not the majority one."""
+    return pd.DataFrame({"layers": cells.n_layers, "objective": cells.objective,
+                         "single-hop": _pm(cells, "single_hop"),
+                         "seen compositions": _pm(cells, "two_hop_seen"),
+                         "held-out": _pm(cells, "held_out"),
+                         "held-out, other answers": [f"{100 * v:.1f}"
+                                                     for v in cells.held_out_non_majority]})
+
+
+def _blind_reuse(r_, layer: int, ds) -> float:
+    """What a router blind to the hop would reuse at this layer of run r_."""
+    at = r_["routing"][layer - 1]
+    dominant = [at["dominant_expert"].get(t.name, 0) for t in ds.tasks]
+    return hop_blind_reuse(at[f"hop{layer}"]["summary"]["counts"], dominant)
+
+
+def _cell_blind(results, ds, n_layers: int, objective: str, layer: int) -> float:
+    runs = [r_ for r_ in results if r_["config"]["model"]["n_layers"] == n_layers
+            and r_["config"]["objective"] == objective]
+    return (float(np.mean([_blind_reuse(r_, layer, ds) for r_ in runs]))
+            if layer <= n_layers else float("nan"))
+
+
+def with_hop_blind(cells, results, ds) -> pd.DataFrame:
+    """``cells`` with the reuse a router blind to the hop reaches at layers 1 and 2
+    (``l1_blind``, ``l2_blind``; mean over the cell's runs, NaN for a layer the model lacks):
+    the level reuse must beat to count as routing by hop, not 1/E."""
+    return cells.assign(
+        l1_blind=[_cell_blind(results, ds, n, o, 1)
+                  for n, o in zip(cells.n_layers, cells.objective)],
+        l2_blind=[_cell_blind(results, ds, n, o, 2)
+                  for n, o in zip(cells.n_layers, cells.objective)])
+
+
+def _pct(values) -> list[str]:
+    return ["–" if np.isnan(v) else f"{100 * v:.0f}" for v in values]
+
+
+def _pct_pm(values, halves) -> list[str]:
+    return ["–" if np.isnan(v) else f"{100 * v:.0f} ± {100 * h:.0f}"
+            for v, h in zip(values, halves)]
+
+
+def reuse_table(cells) -> pd.DataFrame:
+    """Per cell and layer: the share of two-hop queries sent to the expert the hop's own
+    single-hop queries use most (± 95 % half-width), beside the hop-blind level."""
+    return pd.DataFrame({"layers": cells.n_layers, "objective": cells.objective,
+                         "layer 1 → hop-1 expert (%)": _pct_pm(cells.l1_hop1_reuse,
+                                                               cells.l1_hop1_reuse_half_width),
+                         "layer 1, hop-blind (%)": _pct(cells.l1_blind),
+                         "layer 2 → hop-2 expert (%)": _pct_pm(cells.l2_hop2_reuse,
+                                                               cells.l2_hop2_reuse_half_width),
+                         "layer 2, hop-blind (%)": _pct(cells.l2_blind)})
+
+
+def paired(d) -> str:
+    """A paired difference of exact match as '+x.x pp [low, high]'."""
+    return f"{100 * d.mean:+.1f} pp [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+
+
+def difference_table(diffs: dict) -> pd.DataFrame:
+    """The two-layer task-router model's held-out exact match against the one-layer control
+    and both shortcuts: paired difference (95 % interval) and p-value."""
+    return pd.DataFrame([{"2 layers, CE + task router against": name,
+                          "difference of held-out exact match": paired(diffs[key]),
+                          "p-value": f"{diffs[key].p_value:.2g}"}
+                         for name, key in (("1 layer, CE + task router", "control"),
+                                           ("the majority answer", "majority"),
+                                           ("copying the bridge", "copy_bridge"))])
+
+
+def routing_heatmaps(results, seed: int, ds):
+    """Where the two-layer models of ``seed`` send the two-hop queries at the position that
+    predicts the object: per objective (row: CE, CE + task router) and layer (column), the
+    share of each hop task's queries (row of a heatmap: the layer's hop) sent to each expert
+    (column), on one colour scale from 0 to 1."""
+    first = {}
+    for r_ in results:
+        c_ = r_["config"]
+        if c_["model"]["n_layers"] == 2 and c_["seed"] == seed:
+            first[c_["objective"]] = r_
+    fig, axes = plt.subplots(2, 2, figsize=column_figsize(0.7, rows=2), sharex=True)
+    for row, obj in enumerate(("ce", "ce+router")):
+        for layer in (1, 2):
+            ax = axes[row, layer - 1]
+            summary = first[obj]["routing"][layer - 1][f"hop{layer}"]["summary"]
+            counts = np.asarray(summary["counts"], float)            # (hop task, expert)
+            hop = np.flatnonzero(counts.sum(1) > 0)
+            share = counts[hop] / counts[hop].sum(1, keepdims=True)
+            im = heatmap(ax, share, cmap="viridis", vmin=0, vmax=1)
+            ax.set_title(f"{NAMES[obj]}, layer {layer}", fontsize=8)
+            ax.set_yticks(range(len(hop)), [f"hop {layer}: {ds.tasks[k].name}" for k in hop],
+                          fontsize=7)
+            ax.set_xlabel("expert" if row == 1 else "")
+    fig.colorbar(im, ax=axes, label="share of the two-hop queries", shrink=0.7)
+    return fig
+
+
+def reuse_measured(c) -> str:
+    """What the routing ledger entry measured for one cell ``c`` (a row of ``cells``): the
+    reuse of the hop's expert per layer with its half-width, beside the hop-blind level."""
+    return (f"CE, 2 layers: reuse of the hop's expert {100 * c.l1_hop1_reuse:.0f} ± "
+            f"{100 * c.l1_hop1_reuse_half_width:.0f} % (layer 1; hop-blind "
+            f"{100 * c.l1_blind:.0f} %), {100 * c.l2_hop2_reuse:.0f} ± "
+            f"{100 * c.l2_hop2_reuse_half_width:.0f} % (layer 2; hop-blind "
+            f"{100 * c.l2_blind:.0f} %), {int(c.n_seeds)} seeds")

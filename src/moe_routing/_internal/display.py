@@ -31,3 +31,17 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     prefix = "" if display else HIDDEN_PREFIX
     metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
     ipy_display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
+
+
+def share_interval(mean: float, half_width: float, digits: int = 0) -> str:
+    """A share in [0, 1] with its 95 % half-width, in percent: ``"78 ± 9"``, or, where the
+    symmetric interval runs past 0 % or 100 % (few seeds, a wide Student quantile), the
+    interval cut at the bounds the share cannot leave, ``"78 [0–100]"`` -- never the
+    impossible "78 ± 100".  NaN reads "–"."""
+    if mean != mean:                                     # NaN: no such layer
+        return "–"
+    lo, hi = mean - half_width, mean + half_width
+    if lo >= 0 and hi <= 1:
+        return f"{100 * mean:.{digits}f} ± {100 * half_width:.{digits}f}"
+    return (f"{100 * mean:.{digits}f} [{100 * max(lo, 0.0):.{digits}f}–"
+            f"{100 * min(hi, 1.0):.{digits}f}]")

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ...knowledge.two_hop import TwoHopTask
 from ...knowledge.two_hop_dataset import MixedKnowledgeDataset
+from ..display import share_interval
 from ..plots import column_figsize, heatmap
 from ..verdicts.two_hop import hop_blind_reuse
 
@@ -151,8 +152,7 @@ def one_layer_table(cmp: dict, ds) -> pd.DataFrame:
 
 
 def _pm(cells, name: str) -> list[str]:
-    return [f"{100 * m:.1f} ± {100 * h:.1f}"
-            for m, h in zip(cells[name], cells[f"{name}_half_width"])]
+    return [share_interval(m, h, 1) for m, h in zip(cells[name], cells[f"{name}_half_width"])]
 
 
 def score_table(cells) -> pd.DataFrame:
@@ -197,8 +197,7 @@ def _pct(values) -> list[str]:
 
 
 def _pct_pm(values, halves) -> list[str]:
-    return ["–" if np.isnan(v) else f"{100 * v:.0f} ± {100 * h:.0f}"
-            for v, h in zip(values, halves)]
+    return [share_interval(v, h) for v, h in zip(values, halves)]
 
 
 def reuse_table(cells) -> pd.DataFrame:
@@ -233,34 +232,46 @@ def routing_heatmaps(results, seed: int, ds):
     """Where the two-layer models of ``seed`` send the two-hop queries at the position that
     predicts the object: per objective (row: CE, CE + task router) and layer (column), the
     share of each hop task's queries (row of a heatmap: the layer's hop) sent to each expert
-    (column), on one colour scale from 0 to 1."""
+    (column), on one colour scale from 0 to 1.  The designated expert of each row (its hop
+    task's, ``task mod E`` as the task-router loss supervises) is outlined, so that routing by
+    hop reads as outlined cells lit.  Laid out by matplotlib's constrained layout at the
+    heatmaps' own aspect, so that no band of white separates the rows and each column's task
+    names keep clear of the panel to their left."""
+    from matplotlib.patches import Rectangle
+
     first = {}
     for r_ in results:
         c_ = r_["config"]
         if c_["model"]["n_layers"] == 2 and c_["seed"] == seed:
             first[c_["objective"]] = r_
-    fig, axes = plt.subplots(2, 2, figsize=column_figsize(0.7, rows=2), sharex=True)
+    fig, axes = plt.subplots(2, 2, figsize=column_figsize(0.48), sharex=True,
+                             layout="constrained")
     for row, obj in enumerate(("ce", "ce+router")):
         for layer in (1, 2):
             ax = axes[row, layer - 1]
             summary = first[obj]["routing"][layer - 1][f"hop{layer}"]["summary"]
             counts = np.asarray(summary["counts"], float)            # (hop task, expert)
-            hop = np.flatnonzero(counts.sum(1) > 0)
-            share = counts[hop] / counts[hop].sum(1, keepdims=True)
+            hop = np.flatnonzero(counts.sum(1) > 0)                  # (rows,) task ids
+            share = counts[hop] / counts[hop].sum(1, keepdims=True)  # (rows, expert)
             im = heatmap(ax, share, cmap="viridis", vmin=0, vmax=1)
+            for i, k in enumerate(hop):                              # the designated expert
+                ax.add_patch(Rectangle((k % counts.shape[1] - 0.5, i - 0.5), 1, 1,
+                                       fill=False, ec="white", lw=1.6))
+                ax.add_patch(Rectangle((k % counts.shape[1] - 0.5, i - 0.5), 1, 1,
+                                       fill=False, ec="black", lw=0.6, ls=(0, (2, 2))))
             ax.set_title(f"{NAMES[obj]}, layer {layer}", fontsize=8)
             ax.set_yticks(range(len(hop)), [f"hop {layer}: {ds.tasks[k].name}" for k in hop],
                           fontsize=7)
             ax.set_xlabel("expert" if row == 1 else "")
-    fig.colorbar(im, ax=axes, label="share of the two-hop queries", shrink=0.7)
+    fig.colorbar(im, ax=axes, label="share of the two-hop queries", shrink=0.8)
     return fig
 
 
 def reuse_measured(c) -> str:
     """What the routing ledger entry measured for one cell ``c`` (a row of ``cells``): the
     reuse of the hop's expert per layer with its half-width, beside the hop-blind level."""
-    return (f"CE, 2 layers: reuse of the hop's expert {100 * c.l1_hop1_reuse:.0f} ± "
-            f"{100 * c.l1_hop1_reuse_half_width:.0f} % (layer 1; hop-blind "
-            f"{100 * c.l1_blind:.0f} %), {100 * c.l2_hop2_reuse:.0f} ± "
-            f"{100 * c.l2_hop2_reuse_half_width:.0f} % (layer 2; hop-blind "
-            f"{100 * c.l2_blind:.0f} %), {int(c.n_seeds)} seeds")
+    return (f"CE, 2 layers: reuse of the hop's expert "
+            f"{share_interval(c.l1_hop1_reuse, c.l1_hop1_reuse_half_width)} % (layer 1; "
+            f"hop-blind {100 * c.l1_blind:.0f} %), "
+            f"{share_interval(c.l2_hop2_reuse, c.l2_hop2_reuse_half_width)} % (layer 2; "
+            f"hop-blind {100 * c.l2_blind:.0f} %), {int(c.n_seeds)} seeds")

@@ -106,11 +106,14 @@ def _float64(model):
 
 
 def _position_masks(dataset, enc):
+    """(M, t) bool each: every predicted position, the task-determined ones (the training
+    experiment's :func:`~moe_routing.experiments.task_routing.data.determined_mask`, one
+    definition for every experiment) and the one that predicts the object."""
     import torch
 
+    from ..task_routing.data import determined_mask
+
     loss_mask = enc.loss_mask                                                 # (M, t)
-    nodes = enc.prefix_node[:, :-1]
-    shared = torch.from_numpy(dataset.trie.ambiguous)[nodes.clamp_min(0)]
     obj = torch.zeros_like(loss_mask)
     obj[torch.arange(len(enc)), enc.object_pos - 1] = True                   # predicts object
-    return loss_mask, loss_mask & ~shared, obj
+    return loss_mask, determined_mask(dataset, enc), obj

@@ -35,13 +35,13 @@ def determined_positions(dataset, batch) -> np.ndarray:
     predict a next token and whose prefix is continued by sentences of one task only."""
     import torch
 
+    from ..task_routing.data import determined_mask
+
     enc = dataset.encode_split("test")
     require(tuple(enc.tokens.shape) == tuple(batch.input_ids.shape), "batch",
             tuple(batch.input_ids.shape),
             f"the test split of this dataset {tuple(enc.tokens.shape)}")
-    nodes = enc.prefix_node[:, :-1]                                          # (M, n-1)
-    shared = torch.from_numpy(dataset.trie.ambiguous)[nodes.clamp_min(0)]
-    det = enc.loss_mask & ~shared                                            # (M, n-1)
+    det = determined_mask(dataset, enc)                                      # (M, n-1)
     det = torch.cat([det, torch.zeros_like(det[:, :1])], 1)                  # (M, n)
     return det[batch.attention_mask.bool()].numpy() & batch.predicting.numpy()
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import moe_routing.model as model_pkg
+from moe_routing.experiments.grid import GridError
 from moe_routing.experiments.two_hop import runs as th
 from moe_routing.experiments.two_hop.config import TwoHopConfig, two_hop_grid
 from moe_routing.experiments.two_hop.runs import (run_two_hop, run_two_hop_grid, two_hop_cells,
@@ -335,6 +336,25 @@ def test_cache_returns_the_result_without_retraining(tiny_run, monkeypatch):
     assert again["cached"] is True
     assert {k: v for k, v in again.items() if k != "cached"} == \
         {k: v for k, v in r.items() if k != "cached"}
+
+
+def test_a_re_executed_chapter_reads_its_earlier_runs(tiny_run, tmp_path, monkeypatch):
+    """The grid looks a run up in ``reuse_from`` (an earlier execution's artifacts, the
+    chapter's ``runs_from``) after its own folder: re-executing the chapter trains nothing it
+    trained before.  Without the folder, the same grid trains (the control)."""
+    cfg, folder, r = tiny_run
+
+    def boom(*a, **k):
+        raise AssertionError("retrained a cached run")
+
+    monkeypatch.setattr(model_pkg, "build_and_train", boom)
+    (again,) = run_two_hop_grid([cfg], tmp_path / "fresh", progress=False, workers=1,
+                                reuse_from=[folder])
+    assert again["cached"] is True and again["key"] == r["key"]
+    with pytest.raises(GridError, match="retrained a cached run"):
+        run_two_hop_grid([cfg], tmp_path / "other", progress=False, workers=1)
+    with pytest.raises(ValueError, match="reuse_from = .*a sequence of folders"):
+        run_two_hop_grid([cfg], tmp_path / "fresh", reuse_from=folder)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not json", "other config", "list"])

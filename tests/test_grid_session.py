@@ -83,26 +83,32 @@ def test_progress_lines_while_open_and_the_times_at_close(capsys):
     assert cpu_seconds() > 0
 
 
-def test_another_grid_runner_gets_the_sessions_backend_and_progress_lines(capsys):
+def test_another_grid_runner_gets_the_sessions_backend_and_progress_lines(capsys, tmp_path):
     """run_with hands any grid runner (the two-hop chapter's) the session's workers,
-    executor and threads per run, and what the executor logs while it runs reaches stderr."""
+    executor and threads per run and its cached-run folders (those that exist, the grid's own
+    folder left out), and what the executor logs while it runs reaches stderr."""
     seen = {}
 
-    def grid(configs, artifacts_dir, *, profile, progress, workers, executor, threads):
+    def grid(configs, artifacts_dir, *, profile, progress, workers, executor, threads,
+             reuse_from):
         seen.update(configs=configs, artifacts_dir=artifacts_dir, profile=profile,
-                    progress=progress, workers=workers, executor=executor, threads=threads)
+                    progress=progress, workers=workers, executor=executor, threads=threads,
+                    reuse_from=reuse_from)
         logging.getLogger(ex.__name__).info("grid: run 1 of 1 done")
         return [{"key": "k"}]
 
-    with GridSession(workers=1, threads=3) as s:
-        assert s.run_with(grid, ["cfg"], "here", profile="default") == [{"key": "k"}]
+    here, earlier = tmp_path / "here", tmp_path / "earlier"
+    here.mkdir(), earlier.mkdir()
+    with GridSession(workers=1, threads=3, runs_from=[here, earlier, tmp_path / "none"]) as s:
+        assert s.run_with(grid, ["cfg"], here, profile="default") == [{"key": "k"}]
         with pytest.raises(ValueError, match="grid = 3"):
-            s.run_with(3, ["cfg"], "here")
-    assert seen == dict(configs=["cfg"], artifacts_dir="here", profile="default",
-                        progress=False, workers=1, executor="local", threads=3)
+            s.run_with(3, ["cfg"], here)
+    assert seen == dict(configs=["cfg"], artifacts_dir=here, profile="default",
+                        progress=False, workers=1, executor="local", threads=3,
+                        reuse_from=[earlier])
     assert "grid: run 1 of 1 done" in capsys.readouterr().err
     with pytest.raises(ValueError, match="session = 'closed'"):
-        s.run_with(grid, ["cfg"], "here")
+        s.run_with(grid, ["cfg"], here)
 
 
 def test_the_sessions_threads_reach_the_grids_plan(monkeypatch):

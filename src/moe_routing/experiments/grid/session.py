@@ -83,23 +83,22 @@ class GridSession:
         chapter's own temporary folder among them is skipped)."""
         from ..task_routing.runs import run_grid
 
-        check.require(not self.closed, "session", "closed", "an open GridSession")
-        here = None if artifacts_dir is None else Path(artifacts_dir).resolve()
-        reuse = [f for f in self.runs_from if f.is_dir() and f.resolve() != here]
-        return run_grid(configs, artifacts_dir, profile=profile, reuse_from=reuse,
-                        progress=False, workers=self.plan.workers, executor=self.plan.executor,
-                        threads=self.plan.threads)
+        return self.run_with(run_grid, configs, artifacts_dir, profile=profile)
 
     def run_with(self, grid, configs, artifacts_dir, profile: str = "smoke") -> list[dict]:
-        """Another grid runner of the library on this session's backend, with its progress
-        lines: ``grid`` takes ``(configs, artifacts_dir, profile=, progress=, workers=,
-        executor=, threads=)``, as :func:`~moe_routing.experiments.two_hop.runs.run_two_hop_grid`
-        does (the two-hop chapter's grid; it reads cached runs from ``artifacts_dir`` only)."""
+        """A grid runner of the library on this session's backend, with its progress lines and
+        the session's cached runs: ``grid`` takes ``(configs, artifacts_dir, profile=,
+        progress=, workers=, executor=, threads=, reuse_from=)``, as
+        :func:`~moe_routing.experiments.task_routing.runs.run_grid` and
+        :func:`~moe_routing.experiments.two_hop.runs.run_two_hop_grid` do; ``reuse_from`` is
+        the session's ``runs_from`` (the folders that exist, ``artifacts_dir`` left out)."""
         check.require(not self.closed, "session", "closed", "an open GridSession")
         grid = check.function("grid", grid)
+        here = None if artifacts_dir is None else Path(artifacts_dir).resolve()
+        reuse = [f for f in self.runs_from if f.is_dir() and f.resolve() != here]
         return grid(configs, artifacts_dir, profile=profile, progress=False,
                     workers=self.plan.workers, executor=self.plan.executor,
-                    threads=self.plan.threads)
+                    threads=self.plan.threads, reuse_from=reuse)
 
     def close(self) -> tuple[float, float]:
         """End the session: ``(wall seconds, CPU seconds)`` since it started."""

@@ -200,11 +200,14 @@ def run_cost(cfg: TwoHopConfig) -> float:
 def run_two_hop_grid(configs: Sequence[TwoHopConfig], artifacts_dir: str | Path | None,
                      profile: str = "smoke", progress: bool = True,
                      workers: int | str | None = None, executor: str | None = None,
-                     threads: int | None = None) -> list[dict]:
+                     threads: int | None = None,
+                     reuse_from: Sequence[str | Path] = ()) -> list[dict]:
     """Run every configuration through :mod:`moe_routing.experiments.grid.executor`, reusing cached results.
 
     As :func:`~moe_routing.experiments.task_routing.runs.run_grid`: the configurations' keys are
-    looked up in ``artifacts_dir`` first (an unusable file is redone, with one warning line);
+    looked up in ``artifacts_dir``, then in each folder of ``reuse_from`` (an earlier
+    execution's artifacts: a re-executed chapter trains nothing it has trained before; an
+    unusable file is redone, with one warning line);
     the missing runs go to ``executor`` (``local``, ``ray``, ``slurm``; ``workers`` of them at
     once, ``threads`` torch threads each, default the caller's), each result written
     atomically as it arrives, so an interrupted grid resumes; a
@@ -217,12 +220,16 @@ def run_two_hop_grid(configs: Sequence[TwoHopConfig], artifacts_dir: str | Path 
     configs = sequence_of("configs", configs, TwoHopConfig)
     choice("profile", profile, PROFILES)
     progress = flag("progress", progress)
+    if isinstance(reuse_from, os.PathLike):
+        fail("reuse_from", reuse_from, "a sequence of folders (a list, even of one)")
+    reuse_from = sequence("reuse_from", reuse_from, "a sequence of folders (a list, even of one)",
+                          nonempty=False)
     how = plan(executor, workers, threads=threads, devices=sorted({c.device for c in configs}))
     runs = CachedRuns(run=run_two_hop, read=_read_cached, path=result_path,
                       label=TwoHopConfig.label, name="two-hop grid", log=log,
                       cost=run_cost)
-    return run_cached_grid(runs, configs, artifacts_dir, how, profile=profile,
-                           progress=progress)
+    return run_cached_grid(runs, configs, artifacts_dir, how, reuse_from=reuse_from,
+                           profile=profile, progress=progress)
 
 
 def _routing_at(r: dict, layer: int, hop: int) -> dict:

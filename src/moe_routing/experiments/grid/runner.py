@@ -16,11 +16,13 @@ Not part of any cache key: it decides where and when a run is computed, never wh
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..._internal.atomic import atomic_write_json
+from ..._internal.validation import fail, sequence
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,11 @@ def run_cached_grid(runs: CachedRuns, configs: Sequence, artifacts_dir, how, *,
     from .tasks import GridError, Task
     from .executor import run_tasks
 
+    # every grid's reuse_from, checked here once (a lone path would be read letter by letter)
+    if isinstance(reuse_from, (str, os.PathLike)):
+        fail("reuse_from", reuse_from, "a sequence of folders (a list, even of one)")
+    reuse_from = sequence("reuse_from", reuse_from, "a sequence of folders (a list, even of one)",
+                          nonempty=False)
     folders = ([] if artifacts_dir is None else [artifacts_dir]) + list(reuse_from)
     done: dict[str, tuple[dict, bool]] = {}      # key -> (result, read from a cache)
     pending: dict[str, Any] = {}                 # key -> configuration to train

@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -341,10 +340,6 @@ def run_grid(configs: Sequence[ExperimentConfig], artifacts_dir: str | Path | No
     configs = sequence_of("configs", configs, ExperimentConfig)
     choice("profile", profile, PROFILES)
     progress = flag("progress", progress)
-    if isinstance(reuse_from, os.PathLike):
-        fail("reuse_from", reuse_from, "a sequence of folders (a list, even of one)")
-    reuse_from = sequence("reuse_from", reuse_from, "a sequence of folders (a list, even of one)",
-                          nonempty=False)
     how = plan(executor, workers, threads=threads, devices=sorted({c.device for c in configs}))
     runs = CachedRuns(run=run_experiment, read=_read_cached, path=result_path, label=run_label,
                       name="task_routing", log=log, copy_extra=_copy_weights,

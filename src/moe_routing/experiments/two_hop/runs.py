@@ -220,10 +220,6 @@ def run_two_hop_grid(configs: Sequence[TwoHopConfig], artifacts_dir: str | Path 
     configs = sequence_of("configs", configs, TwoHopConfig)
     choice("profile", profile, PROFILES)
     progress = flag("progress", progress)
-    if isinstance(reuse_from, os.PathLike):
-        fail("reuse_from", reuse_from, "a sequence of folders (a list, even of one)")
-    reuse_from = sequence("reuse_from", reuse_from, "a sequence of folders (a list, even of one)",
-                          nonempty=False)
     how = plan(executor, workers, threads=threads, devices=sorted({c.device for c in configs}))
     runs = CachedRuns(run=run_two_hop, read=_read_cached, path=result_path,
                       label=TwoHopConfig.label, name="two-hop grid", log=log,

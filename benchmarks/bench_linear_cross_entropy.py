@@ -48,7 +48,7 @@ def one_run(factored: bool, n_tasks: int, steps: int) -> dict:
     plan = training_plan(seeds=[0], n_relations=50, n_pairs=50, n_templates=5,
                          fig2_tasks=n_tasks, fig2_experts=7, grid_tasks=[n_tasks],
                          grid_experts=[7], d_model=32, n_heads=2, d_expert=8, steps=steps,
-                         batch_size=128, lr=0.01, entity_codes=4, rule_power=False)
+                         batch_size=128, lr=0.01, codes_variant=dict(entity_codes=4), rule_power=False)
     cfg = next(c for c in plan.fig2 if c.objective == "ce")
     parts = run_parts(cfg, "cpu")
     data, mcfg, tcfg = parts.data, parts.model, parts.loop

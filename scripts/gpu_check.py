@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "notebooks" / "params" / "paper.yaml"
 PARAM_KEYS = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
               "grid_tasks", "grid_experts", "d_model", "n_heads", "d_expert", "steps",
-              "batch_size", "lr", "rule_power", "entity_codes", "controls")
+              "batch_size", "lr", "rule_power", "codes_variant", "controls")
 #: tiny sizes of ``--quick``: each probe still stands for its corner of the paper grid
 QUICK = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
              batch_size=32, fewest_tasks=2, most_tasks=4, experts=3)
@@ -90,11 +90,17 @@ def refuse(message: str) -> None:
 
 
 def load_training_params(path: Path) -> dict:
-    import yaml
+    """The training chapter's block of the profile file ``path``, as the pipeline reads it
+    (its shared groups taken in), so that the probes are the chapter's runs."""
+    from moe_book import project as pl
 
+    project = pl.Project(ROOT)
+    if path.resolve().parent != project.params_file(path.stem).parent:
+        refuse(f"--params {path} is not allowed; accepted: a profile file under "
+               f"{project.params_file(path.stem).parent}")
     try:
-        block = yaml.safe_load(path.read_text())["training"]
-    except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
+        block = pl.load_params(project, path.stem)["training"]
+    except (OSError, KeyError, TypeError, pl.PipelineError) as e:
         refuse(f"cannot read the training parameters of {path}: {type(e).__name__}: {e}")
     missing = [k for k in PARAM_KEYS if k not in block]
     if missing:
@@ -271,7 +277,7 @@ def project(runs: list, probes: list[dict], p: dict) -> dict:
     return dict(n_runs=len(runs), steps_per_run=steps, runs_by_kind={k: kinds[k] for k in order},
                 projected_s=sum(r["projected_s"] for r in out),
                 projected_train_s=sum(r["train_s"] for r in out),
-                upper_bound_train_s=len(runs) * steps / slowest,
+                upper_bound_train_s=sum(c.steps for c in runs) / slowest,
                 method=("per run: steps / rate interpolated linearly in the number of tasks "
                         "between the probes (most-experts rate for every MoE run; the dense "
                         f"probe for the dense references) + {EVAL_POINTS} test exact matches "

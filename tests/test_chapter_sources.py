@@ -93,27 +93,30 @@ def test_the_ledger_check_sees_a_chapter_without_its_profile():
 
 
 def test_the_training_chapter_states_the_sizes_of_its_default_profile():
-    """"So we chose d_model 32, two heads, experts of 8 neurons, 1,500 steps, with entity codes
-    of rank 4": the prose must be the default profile's values, and the calibration it cites
-    must have run at that budget and width, with rows for the profile's models."""
+    """"Both use d_model 32, two heads, experts of 8 neurons": the prose must be the default
+    profile's values (the budgets and the variant's changes are glued from the parameters),
+    and the calibration it cites must have run at that width and cell, with rows for the
+    profile's models.  Its budget is printed from its own file: it is not the profile's."""
     import json
 
-    import yaml
+
+    from moe_book import project as pl
 
     text = " ".join((ROOT / "notebooks" / "training.md").read_text(encoding="utf-8").split())
-    p = yaml.safe_load((ROOT / "notebooks" / "params" / "default.yaml").read_text())["training"]
+    p = pl.load_params(pl.Project(ROOT), "default")["training"]
     words = {1: "one", 2: "two", 4: "four"}
     assert (f"**`d_model` {p['d_model']}, {words[p['n_heads']]} heads, experts of "
-            f"{p['d_expert']} neurons**, {p['steps']:,} steps, with **entity codes of rank "
-            f"{p['entity_codes']}**") in text
+            f"{p['d_expert']} neurons** in the default profile") in text
+    assert "{glue:text}`training-steps` steps" in text
+    assert "**{glue:text}`training-variant-changes`**" in text
+    codes = p["codes_variant"]["entity_codes"]
     cal = json.loads((ROOT / "benchmarks" / "results" / "codes_calibration.json").read_text())
     common = cal["common"]
-    assert (common["steps"], common["n_heads"], common["d_model"], common["n_pairs"]) == (
-        p["steps"], p["n_heads"], p["d_model"], p["n_pairs"])
+    assert (common["n_heads"], common["d_model"]) == (p["n_heads"], p["d_model"])
     assert common["n_tasks"] == p["fig2_tasks"]
     assert {(r["codes"], r["n_experts"], r["d_expert"]) for r in cal["rows"]} >= {
-        (p["entity_codes"], 1, p["d_expert"]),
-        (p["entity_codes"], p["fig2_experts"], p["d_expert"]), (None, 1, p["d_expert"])}
+        (codes, 1, p["d_expert"]),
+        (codes, p["fig2_experts"], p["d_expert"]), (None, 1, p["d_expert"])}
     for r in cal["rows"]:
         assert r["accuracy_low"] <= r["accuracy"] <= r["accuracy_high"]
         assert 0 <= r["accuracy_experts_off"] <= 1
@@ -194,7 +197,7 @@ def test_the_earlier_calibrations_the_training_chapter_cites_are_in_the_reposito
 
 #: the bridge chapter reads the training chapter's A-Fig. 2 models: the knobs that define them
 BRIDGE_SHARED = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
-                 "d_model", "n_heads", "d_expert", "entity_codes", "steps", "batch_size", "lr")
+                 "d_model", "n_heads", "d_expert", "steps", "batch_size", "lr")
 
 
 def _cell_values(name: str) -> dict:
@@ -213,14 +216,20 @@ def _cell_values(name: str) -> dict:
 @pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
 def test_the_bridge_measures_the_training_chapters_models(profile):
     """Its runs are the training chapter's only if every knob that defines them is equal: in
-    the parameters cells (smoke) and in both profile files."""
+    the parameters cells (smoke) and in both profile files, where both chapters take them from
+    one shared group (``shared: {fig2: …}``, ``use: [fig2]``)."""
     import yaml
+
+    from moe_book import project as pl
 
     if profile == "smoke":
         bridge, training = _cell_values("bridge"), _cell_values("training")
     else:
-        data = yaml.safe_load((ROOT / "notebooks" / "params" / f"{profile}.yaml").read_text())
+        data = pl.load_params(pl.Project(ROOT), profile)
         bridge, training = data["bridge"], data["training"]
+        raw = yaml.safe_load((ROOT / "notebooks" / "params" / f"{profile}.yaml").read_text())
+        assert set(raw["shared"]["fig2"]) == set(BRIDGE_SHARED)         # written once
+        assert raw["bridge"]["use"] == raw["training"]["use"] == ["fig2"]
     differ = {k: (bridge.get(k), training.get(k)) for k in BRIDGE_SHARED
               if k != "seeds" and bridge.get(k) != training.get(k)}
     assert differ == {}

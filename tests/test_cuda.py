@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from moe_routing.model import (IGNORE_INDEX, MoEConfig, MoETransformer, TrainConfig,
                                build_and_train, exact_match, objective_loss, train)
@@ -223,17 +222,23 @@ def paper_grid_runs() -> tuple[int, int]:
     """(runs, steps per run) of the paper profile's training chapter, counted by hand from its
     parameters: one-expert cells are shared by the three objectives, Figure 2's cell is one of
     the grid's, plus one dense reference per seed and the six broken variants of the rules'
-    power table (``rule_power``); with ``entity_codes``, the fixed-code variant's three
-    objectives per seed, and with ``controls`` its four controls of the task-router run."""
-    p = yaml.safe_load((ROOT / "notebooks" / "params" / "paper.yaml").read_text())["training"]
+    power table (``rule_power``); with ``codes_variant``, the fixed-code variant's three
+    objectives per seed, and with ``controls`` its four controls of the task-router run.
+    The third number is the steps of them all (the variant's runs train their own)."""
+    from moe_book import project as pl
+
+    p = pl.load_params(pl.Project(ROOT), "paper")["training"]
     seeds, tasks, experts = len(p["seeds"]), p["grid_tasks"], p["grid_experts"]
     ones = sum(e == 1 for e in experts)
     grid = len(tasks) * (ones + 3 * (len(experts) - ones)) * seeds
     fig2_in_grid = p["fig2_tasks"] in tasks and p["fig2_experts"] in experts
-    variant = 3 * seeds if p.get("entity_codes") is not None else 0
+    variant = 3 * seeds if p.get("codes_variant") is not None else 0
     controls = 4 * seeds if variant and p.get("controls") else 0
-    return (grid + (0 if fig2_in_grid else 3) + seeds + (6 if p["rule_power"] else 0)
-            + variant + controls, p["steps"])
+    own = (variant + controls) * (p["codes_variant"] or {}).get("steps", p["steps"])
+    learned = grid + (0 if fig2_in_grid else 3) + seeds + (6 if p["rule_power"] else 0)
+    # the power table's "stopped early" run trains a tenth of the steps
+    early = p["steps"] - max(8, p["steps"] // 10) if p["rule_power"] else 0
+    return learned + variant + controls, p["steps"], learned * p["steps"] - early + own
 
 
 def test_gpu_check_quick_on_the_cpu(tmp_path):
@@ -249,12 +254,12 @@ def test_gpu_check_quick_on_the_cpu(tmp_path):
         assert p["steps"] > 0 and p["steps_per_s"] == pytest.approx(p["steps"] / p["train_s"])
         assert p["eval_s"] > 0 and p["exact_match_s"] > 0
     proj = report["projection"]
-    runs, steps = paper_grid_runs()
+    runs, steps, all_steps = paper_grid_runs()
     assert proj["n_runs"] == runs and proj["steps_per_run"] == steps
     assert sum(proj["runs_by_kind"].values()) == runs
     assert proj["projected_s"] == pytest.approx(sum(r["projected_s"] for r in proj["runs"]))
     slowest = min(p["steps_per_s"] for p in probes)
-    assert proj["upper_bound_train_s"] == pytest.approx(runs * steps / slowest)
+    assert proj["upper_bound_train_s"] == pytest.approx(all_steps / slowest)
     assert "projected" in res.stdout and str(runs) in res.stdout
 
 
@@ -271,8 +276,9 @@ def test_gpu_check_times_the_chapters_own_runs():
     assert [kind for kind, _, _ in probes] == ["fewest tasks", "most tasks", "dense"]
     for _kind, _corner, cfg in probes:
         assert cfg.device == "cuda" and cfg.replace(device=runs[0].device) in runs
-    assert params["entity_codes"] is not None
-    assert any(c.entity_codes == params["entity_codes"] for c in runs)
+    codes = params["codes_variant"]["entity_codes"]
+    assert any(c.entity_codes == codes and c.steps == params["codes_variant"]["steps"]
+               for c in runs)
     # quick: smaller sizes, the chapter's other knobs kept
     for (_, _, full), (_, _, small) in zip(probes, gpu_check.probe_plan(params, True, "cpu")):
         assert small.entity_codes == full.entity_codes and small.steps == full.steps
@@ -536,3 +542,11 @@ def test_the_training_loop_itself_does_not_wait_for_the_gpu_per_step():
     long, long_all = syncs_in_train_py(24)
     assert short >= 2, "the logged steps' read-back was not seen: is sync debug mode working?"
     assert long == short, (short, long, short_all, long_all)
+
+
+def test_the_chapter_counts_the_paper_profiles_runs_as_the_hand_count():
+    """The training chapter states how many runs the paper profile trains: its count (the
+    shared groups taken in, as the pipeline reads the file) is the hand count."""
+    from moe_routing._internal.chapters.training import planned_runs
+
+    assert planned_runs(ROOT / "notebooks" / "params" / "paper.yaml") == paper_grid_runs()[0]

@@ -64,7 +64,7 @@ def test_plan_counts_shared_one_expert_runs_once_and_adds_the_broken_variants():
 def test_plan_decides_the_papers_claims_on_learned_rows_and_runs_the_variant_beside():
     """The grid, the dense runs and A-Fig. 2 are the paper's setting (learned entity rows);
     the fixed-code variant is A-Fig. 2's cell × objectives × seeds, and only it has codes."""
-    plan = training_plan(**PARAMS, entity_codes=4)
+    plan = training_plan(**PARAMS, codes_variant=dict(entity_codes=4))
     assert all(c.model.entity_codes is None for c in (*plan.grid, *plan.dense, *plan.fig2))
     assert len(plan.variant) == 3 * len(PARAMS["seeds"])
     assert {(c.n_tasks, c.n_experts, c.model.entity_codes) for c in plan.variant} == {(4, 3, 4)}
@@ -73,8 +73,27 @@ def test_plan_decides_the_papers_claims_on_learned_rows_and_runs_the_variant_bes
         training_plan(**{**PARAMS, "seeds": [0, 0]})
 
 
+def test_the_variant_changes_the_fields_it_names_and_only_those():
+    """``codes_variant`` is A-Fig. 2's cell with its fields changed: fewer pairs and more steps
+    reach the variant's runs and its controls, never the paper's setting; a field that places a
+    run in the plan, a mapping without the codes' rank, or an unknown field is refused."""
+    plan = training_plan(**PARAMS, controls=True,
+                         codes_variant=dict(entity_codes=4, n_pairs=10, steps=90))
+    assert {(c.data.n_pairs, c.train.steps) for c in (*plan.variant, *plan.controls)} == {
+        (10, 90)}
+    assert {(c.data.n_pairs, c.train.steps) for c in (*plan.grid, *plan.fig2, *plan.dense)} == {
+        (PARAMS["n_pairs"], PARAMS["steps"])}
+    for bad, word in [(dict(n_pairs=10), "entity_codes"), (4, "entity_codes"),
+                      (dict(entity_codes=0), "entity_codes"),
+                      (dict(entity_codes=4, n_experts=2), "n_experts"),
+                      (dict(entity_codes=4, seed=3), "seed"),
+                      (dict(entity_codes=4, n_pair=10), "n_pair")]:
+        with pytest.raises(ValueError, match=word):
+            training_plan(**PARAMS, codes_variant=bad)
+
+
 def test_plan_controls_are_the_variants_task_router_runs_changed_four_ways():
-    plan = training_plan(**PARAMS, entity_codes=4, controls=True)
+    plan = training_plan(**PARAMS, codes_variant=dict(entity_codes=4), controls=True)
     seeds = len(PARAMS["seeds"])
     assert len(plan.controls) == 4 * seeds
     assert {c.control for c in plan.controls} == {"router_loss_detached",

@@ -700,3 +700,25 @@ def test_status_page_says_the_shared_device_torch_and_commit_once(project):
     assert "| Chapter | Status | Wall time | Commit |" in mixed
     assert "`def456+dirty`" in mixed and "from commit" not in mixed
     assert "on **cpu (2 cores)**, with torch **2.9.0**." in mixed
+
+
+@pytest.mark.parametrize("text, match", [
+    ("shared: {g: {n: 4, fail: false}}\nalpha: {use: [g]}\nbeta: {use: [g]}\n", None),
+    ("shared: {g: {n: 4}}\nalpha: {use: [g], n: 5}\nbeta: {n: 1}\n", "set both in the block"),
+    ("shared: {g: {n: 4}}\nalpha: {use: [h]}\nbeta: {n: 1}\n", "alpha.use = \\['h'\\]"),
+    ("shared: {g: {n: 4}}\nalpha: {n: 2, fail: false}\nbeta: {n: 1, fail: false}\n",
+     "shared.g is used by no block"),
+    ("shared: [n]\nalpha: {n: 2}\nbeta: {n: 1}\n", "shared = \\['n'\\] is not allowed"),
+    ("shared: {g: {m: 4}}\nalpha: {use: [g], n: 2}\nbeta: {n: 1}\n",
+     "unknown parameter alpha.'m'"),
+])
+def test_a_shared_group_is_one_home_for_knobs_of_several_chapters(project, text, match):
+    """Both chapters take the group's values; a knob set twice, an unknown or unused group, a
+    malformed ``shared`` and a group knob the chapter does not have are refused by name."""
+    (project.root / "notebooks" / "params" / "default.yaml").write_text(text)
+    if match is None:
+        params = pl.load_params(project, "default")
+        assert params["alpha"] == params["beta"] == {"n": 4, "fail": False}
+    else:
+        with pytest.raises(pl.PipelineError, match=match):
+            pl.load_params(project, "default")

@@ -92,3 +92,49 @@ def test_temperature_rule_follows_its_interval():
 def test_the_docstring_names_the_quantity_the_rule_judges():
     doc = r.temperature_amplifies.__doc__ or r.temperature_amplifies.__wrapped__.__doc__
     assert "router contrast |w|" in doc and "task-aligned component" not in doc
+
+
+def test_separator_aligned_says_each_word_on_its_input():
+    """Sound: fractions ten times a random router's; broken: a mode that ignores the tasks
+    (the fraction at chance) or avoids them; undecidable: two runs, or runs that scatter
+    across the bar."""
+    sound = r.separator_aligned([0.5, 0.6, 0.4, 0.55], [0.05, 0.05, 0.06, 0.05])
+    assert sound.verdict == r.OURS and "aligned with the task separator" in sound.reason
+    at_chance = r.separator_aligned([0.05, 0.06, 0.04, 0.05], [0.05, 0.05, 0.05, 0.05])
+    assert at_chance.verdict == r.NOT and "drawn at random" in at_chance.reason
+    avoids = r.separator_aligned([0.002, 0.003, 0.001, 0.002], [0.05, 0.05, 0.06, 0.05])
+    assert avoids.verdict == r.NOT and "avoids the task direction" in avoids.reason
+    assert r.separator_aligned([0.5, 0.6], [0.05, 0.05]).verdict == r.UNSURE
+    assert r.separator_aligned([0.2, 0.01, 0.3], [0.05, 0.05, 0.05]).verdict == r.UNSURE
+    for bad in ([0.5, 1.5, 0.4], [0.5, -0.1, 0.4]):
+        with pytest.raises(ValueError, match="fractions"):
+            r.separator_aligned(bad, [0.05] * 3)
+    with pytest.raises(ValueError, match="chances"):
+        r.separator_aligned([0.5, 0.4, 0.3], [0.05, 0.05])
+    with pytest.raises(ValueError, match="factor"):
+        r.separator_aligned([0.5, 0.4, 0.3], [0.05] * 3, factor=0.5)
+
+
+def test_the_separator_yardsticks_are_a_random_routers_and_the_best_separators():
+    """On inputs whose first coordinate carries the task: a router along it reaches ``best``;
+    random routers reach about ``chance`` on average (a ratio of expectations, so within a
+    few points); a router orthogonal to it gets about nothing."""
+    import numpy as np
+    import torch
+
+    from moe_routing.experiments.bridge.temperature import separator_fractions, task_fraction
+
+    g = torch.Generator().manual_seed(0)
+    task = torch.arange(60) % 3
+    x = torch.randn(60, 5, 8, generator=g)                               # (n, t, d)
+    x[..., 0] += 3 * task[:, None].float()
+    det = torch.ones(60, 5, dtype=torch.bool)
+    chance, best = separator_fractions(x, det, task)
+    along = torch.zeros(4, 8)
+    along[0, 0] = 1.0
+    assert task_fraction(x @ along.T, det, task) == pytest.approx(best, abs=0.01)
+    drawn = [task_fraction(x @ torch.randn(4, 8, generator=g).T, det, task) for _ in range(400)]
+    assert abs(np.mean(drawn) - chance) < 0.07 and 0.2 < chance < best < 1
+    across = torch.zeros(4, 8)
+    across[0, 1] = 1.0
+    assert task_fraction(x @ across.T, det, task) < chance / 5

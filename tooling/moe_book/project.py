@@ -176,6 +176,10 @@ INHERIT = "inherit"
 #: the key of a profile block that takes another profile's block whole (``{same_as: paper}``):
 #: one scale for a chapter whose paper profile fits the default's budget, kept in one place
 SAME_AS = "same_as"
+#: the top-level key of a profile file for groups of knobs that several chapters set alike
+#: (``shared: {fig2: {...}}``), and the key of a block that takes groups whole (``use: [fig2]``):
+#: knobs that define the same runs in two chapters have one home
+SHARED, USE = "shared", "use"
 
 
 def load_params(project: Project, profile: str, _via: tuple = ()) -> dict[str, dict]:
@@ -192,7 +196,10 @@ def load_params(project: Project, profile: str, _via: tuple = ()) -> dict[str, d
     and is a mapping; every top-level key is a notebook; every notebook has a block; every key
     of a block is a variable of that notebook's parameters cell and is not one of the injected
     names; for default and paper, every knob is set or inherited.  A block ``{same_as: P}``
-    (nothing else) is profile P's block for that notebook, validated there.
+    (nothing else) is profile P's block for that notebook, validated there.  Knobs that define
+    the same runs in several chapters live once, in a group under the top-level ``shared:``
+    key; a block takes a group whole with ``use: [group]`` (a knob set both there and in the
+    block, an unknown group and a group no block uses are refused).
     """
     path = project.params_file(profile)
     if profile == "smoke" and not path.is_file():
@@ -213,6 +220,11 @@ def load_params(project: Project, profile: str, _via: tuple = ()) -> dict[str, d
                             f"name -> parameters, got {type(data).__name__}")
     names = project.notebook_names()
     rel = path.relative_to(project.root)
+    groups = data.pop(SHARED, None) or {}
+    if not (isinstance(groups, dict) and all(isinstance(g, dict) for g in groups.values())):
+        raise PipelineError(f"{rel}: {SHARED} = {groups!r} is not allowed; accepted: a mapping "
+                            "of group name -> mapping of knob -> value")
+    used: set[str] = set()
     for key in data:
         if key not in names:
             raise PipelineError(f"{rel}: unknown notebook {key!r}; accepted: {', '.join(names)}")
@@ -235,6 +247,18 @@ def load_params(project: Project, profile: str, _via: tuple = ()) -> dict[str, d
             continue
         allowed, _ = parameters_cell_names(project.notebook_path(name))
         knobs = allowed - set(INJECTED) - set(INJECTED_IF_DECLARED)
+        block = dict(block)
+        use = block.pop(USE, [])
+        if not (isinstance(use, list) and all(isinstance(g, str) and g in groups for g in use)):
+            raise PipelineError(f"{rel}: {name}.{USE} = {use!r} is not allowed; accepted: a list "
+                                f"of the groups under {SHARED}: {', '.join(groups) or '(none)'}")
+        for g in use:
+            both = sorted(set(groups[g]) & set(block))
+            if both:
+                raise PipelineError(f"{rel}: {name}.{both[0]} is set both in the block and in "
+                                    f"{SHARED}.{g}; keep one")
+            block = {**groups[g], **block}
+            used.add(g)
         inherit = block.pop(INHERIT, [])
         if not (isinstance(inherit, list) and all(isinstance(k, str) for k in inherit)):
             raise PipelineError(f"{rel}: {name}.{INHERIT} = {inherit!r} is not allowed; "
@@ -256,6 +280,10 @@ def load_params(project: Project, profile: str, _via: tuple = ()) -> dict[str, d
                     f"or list it under {name}.{INHERIT} to take the parameters cell's value)"
                     + (f"; also missing: {', '.join(missing[1:])}" if missing[1:] else ""))
         data[name] = block
+    unused = sorted(set(groups) - used)
+    if unused:
+        raise PipelineError(f"{rel}: {SHARED}.{unused[0]} is used by no block (add "
+                            f"`{USE}: [{unused[0]}]` to the chapters that share it, or remove it)")
     return data
 
 

@@ -192,6 +192,14 @@ def rate_measured(chk, grid, n_resolved: int, fitted: bool) -> str:
 # temperature in training
 
 
+def separator_alignments(runs) -> np.ndarray:
+    """(fraction, chance, best) of every run that has a fraction, shape (runs, 3): the
+    between-task fraction of the router's logits at the end of its window, a random router's
+    and the best separator's on the same inputs (``GrowthRun.separator_alignment``)."""
+    rows = np.array([r.separator_alignment() for r in runs]).reshape(-1, 3)
+    return rows[np.isfinite(rows).all(axis=1)]
+
+
 def task_fractions(runs, taus, seeds) -> np.ndarray:
     """Between-task fraction of the centred logits' variance at the end of each run's
     window, shape (seeds, τ)."""

@@ -35,12 +35,23 @@ STYLES = {"ce": ("-", "o"), "ce+lb": ("--", "s"), "ce+router": (":", "^")}
 # the profile and the set-up
 
 
+def variant_words(codes_variant) -> str:
+    """Our variant in words: the rank of its codes and the other fields of A-Fig. 2's
+    configuration it changes (``codes_variant`` as the chapter's parameter)."""
+    if codes_variant is None:
+        return "none"
+    other = {k: v for k, v in codes_variant.items() if k != "entity_codes"}
+    names = {"n_pairs": "pairs per relation", "steps": "steps"}
+    return (f"fixed random codes of rank {codes_variant['entity_codes']}"
+            + "".join(f", {v} {names.get(k, k)}" for k, v in other.items()))
+
+
 def profile_table(params: dict, profile: str, n_runs: int) -> pd.DataFrame:
     """The profile against the paper: each quantity, the paper's value, where that value comes
     from, and this profile's (computed from its parameters, so the table cannot drift from
     what runs).  ``params``: the chapter's size parameters by name."""
     p = params
-    codes = p["entity_codes"]
+    codes = p["codes_variant"]
     return pd.DataFrame([
         ("relations in the pool", "50", "secondary", p["n_relations"]),
         ("(subject, object) pairs per relation", "200", "secondary", f"≤ {p['n_pairs']}"),
@@ -53,9 +64,10 @@ def profile_table(params: dict, profile: str, n_runs: int) -> pd.DataFrame:
          ", ".join(map(str, p["grid_experts"]))),
         ("entity embeddings", "learned (one row per entity)", "summary",
          "learned rows (the paper's claims)" + ("" if codes is None else
-         f"; our variant: fixed random codes of rank {codes} (the book's claims)")),
+         f"; our variant: {variant_words(codes)} (the book's claims)")),
         ("training length", "not known", "—",
-         "a fixed budget, the same for every run (whether the runs converged: see below)"),
+         "a fixed budget, the same for every run of an arm (whether the runs converged: "
+         "see below)"),
         ("seeds per cell", "not known", "—", len(p["seeds"])),
         ("d_model / heads / expert width", "not known", "—",
          f"{p['d_model']} / {p['n_heads']} / {p['d_expert']}"),
@@ -69,7 +81,7 @@ def setup_table(st: dict, params: dict, device: str) -> pd.DataFrame:
     """Our set-up, every row ours: A-Fig. 2's data (``st``: its dataset's ``statistics()``),
     the model, the training budget, the seeds and the device."""
     p = params
-    codes = p["entity_codes"]
+    codes = p["codes_variant"]
     return pd.DataFrame([
         ("A-Fig. 2 data: train / test sentences", f"{st['n_train']} / {st['n_test']}"),
         ("A-Fig. 2 data: vocabulary, longest sentence",
@@ -77,9 +89,8 @@ def setup_table(st: dict, params: dict, device: str) -> pd.DataFrame:
         ("test facts also seen in training (other template)",
          f"{100 * st['test_fact_seen_in_train']:.1f} %"),
         ("d_model / heads / expert width", f"{p['d_model']} / {p['n_heads']} / {p['d_expert']}"),
-        ("entity embeddings", "learned rows; our variant: " + (
-            "none" if codes is None else
-            f"fixed random codes of rank {codes} (see Why these sizes)")),
+        ("entity embeddings", "learned rows; our variant: " + variant_words(codes)
+         + ("" if codes is None else " (see Why these sizes)")),
         ("steps, batch size, peak learning rate", f"{p['steps']}, {p['batch_size']}, {p['lr']:g}"),
         ("seeds", ", ".join(map(str, p["seeds"]))),
         ("device", device),
@@ -88,6 +99,24 @@ def setup_table(st: dict, params: dict, device: str) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------------------
 # the benchmark tables the chapter cites (benchmarks/results/)
+
+
+def planned_runs(profile_file: Path) -> int:
+    """The number of distinct runs the chapter trains under a profile file's parameters: its
+    training block with the groups it takes from ``shared:`` (as the book's pipeline reads it),
+    the knobs of :func:`~moe_routing.experiments.task_routing.training_plan` only."""
+    import inspect
+
+    import yaml
+
+    from ...experiments.task_routing import training_plan
+
+    raw = yaml.safe_load(Path(profile_file).read_text(encoding="utf-8"))
+    block = dict(raw["training"])
+    for group in block.pop("use", []):
+        block = {**raw["shared"][group], **block}
+    knobs = inspect.signature(training_plan).parameters
+    return len(training_plan(**{k: v for k, v in block.items() if k in knobs}).distinct())
 
 
 def find_up(rel: str) -> Path | None:
@@ -333,15 +362,16 @@ def _curves(runs: list[dict]) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
-def learning_curves(fig2_all: list[dict], variant: list[dict], entity_codes, steps: int):
+def learning_curves(fig2_all: list[dict], variant: list[dict]):
     """Learning curves at A-Fig. 2's configuration, one column per arm (the paper's setting,
     ``fig2_all``; our variant, ``variant``, when it ran).  Top: test exact match against the
     step, mean over seeds with the seeds' range as a band, the last quarter of training (where
     the convergence rule measures the change) shaded.  Bottom: every evaluation against the
     training CE at that step, so that the objectives are compared at matched training loss --
     one that only learns more slowly sits on the same curve.  Returns the figure."""
+    codes = variant[0]["config"]["entity_codes"] if variant else None
     arms = [("paper's setting (learned rows)", fig2_all)] + (
-        [(f"our variant (codes, rank {entity_codes})", variant)] if variant else [])
+        [(f"our variant (codes, rank {codes})", variant)] if variant else [])
     fig, axes = plt.subplots(2, len(arms), squeeze=False, layout="constrained",
                              figsize=column_figsize(0.75 if len(arms) > 1 else 1.0))
     for col, (title, runs_arm) in enumerate(arms):
@@ -355,6 +385,7 @@ def learning_curves(fig2_all: list[dict], variant: list[dict], entity_codes, ste
                      label=NAMES[o])
             bottom.plot(c["train_ce"].ravel(), acc.ravel(), ls="none", marker=mk, ms=4,
                         color=PALETTE[j], alpha=0.7, label=NAMES[o])
+        steps = runs_arm[0]["config"]["steps"]               # each arm's own length
         top.axvspan(0.75 * steps, steps, color="0.88", zorder=0)
         top.set(title=title, xlabel="training step")
         top.title.set_fontsize(9)
@@ -368,6 +399,18 @@ def learning_curves(fig2_all: list[dict], variant: list[dict], entity_codes, ste
     handles, texts = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, texts, loc="outside upper center", ncol=3, fontsize=8)
     return fig
+
+
+def budgets(runs: list[dict]) -> str:
+    """The training steps of each arm in words ("paper's setting 1000 steps, our variant
+    3000"), each arm's distinct budgets in order."""
+    arms = {"paper's setting": set(), "our variant": set()}
+    for r in runs:
+        c = r["config"]
+        arms["our variant" if c.get("entity_codes") is not None else "paper's setting"].add(
+            c["steps"])
+    return ", ".join(f"{arm} {'/'.join(map(str, sorted(st)))} steps"
+                     for arm, st in arms.items() if st)
 
 
 def convergence_tables(runs: list[dict], d_expert: int) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -175,3 +175,54 @@ def temperature_amplifies(slope: float, slope_lo: float, slope_hi: float, n_fitt
         return "partly", txt + (": 1 inside the interval, but not every run grew log-linearly"
                                 if n_fitted < n_runs else f": 1 inside, but |slope − 1| > {tol}")
     return OURS, txt + f": 1 inside the interval, |slope − 1| ≤ {tol}"
+
+
+@rule
+def separator_aligned(fractions, chances, *, factor: float = 2.0):
+    """X-bridge-temperature-separator: the direction in which a trained router leaves the
+    symmetric state correlates with the task separator, as B-Prop 6.3's unstable mode
+    correlates with the teacher's -- the between-task fraction of the router's centred logits is
+    more than ``factor`` times what a router of random weights gives on the same inputs.
+
+    ``fractions``, ``chances``: per run (the same runs, in order), the measured fraction and the
+    random router's (:meth:`~moe_routing.experiments.bridge.temperature_fits.GrowthRun.
+    separator_alignment`; a run without a fraction is left out by the caller: a NaN is
+    refused).  The runs are compared through the
+    mean of log(fraction / chance) with its t interval (95 %).  ``factor`` = 2: in B's Gaussian
+    model the separator's eigenvalue is twice the others', and a mode that merely drifts
+    towards the task direction by chance sits at 1.
+
+    * our extension — the interval lies above log(factor): resolvably more task-aligned than
+      ``factor`` × chance;
+    * not supported — the interval lies below log(factor): resolvably less (at or below 1, the
+      unstable direction ignores the tasks or avoids them);
+    * inconclusive — fewer than 3 runs, or an interval containing log(factor).
+    """
+    import numpy as np
+    from scipy import stats
+
+    factor = number("factor", factor, low=1.0)
+    f = np.asarray(fractions, dtype=float)
+    c = np.asarray(chances, dtype=float)
+    require(f.ndim == 1 and f.shape == c.shape, "chances", c.shape,
+            f"one value per run, as fractions {f.shape}")
+    require(bool(np.all((f >= 0) & (f <= 1) & (c > 0) & (c <= 1))),
+            "fractions/chances", (f.tolist(), c.tolist()),
+            "fractions in [0, 1] and chances in (0, 1]")
+    n = f.size
+    if n < 3:
+        return UNSURE, f"{n} run(s): an interval needs 3"
+    ratio = np.log(np.maximum(f, 1e-12) / c)
+    mean = float(ratio.mean())
+    half = float(stats.t.ppf(0.975, n - 1) * ratio.std(ddof=1) / np.sqrt(n))
+    lo, hi, bar = np.exp(mean - half), np.exp(mean + half), np.log(factor)
+    txt = (f"between-task fraction / a random router's: {np.exp(mean):.2g}× "
+           f"[{lo:.2g}, {hi:.2g}] over {n} runs (median fraction {np.median(f):.3f}, "
+           f"chance {np.median(c):.3f})")
+    if mean - half > bar:
+        return OURS, txt + f": above {factor:g}× chance, aligned with the task separator"
+    if mean + half < bar:
+        return NOT, txt + (f": below {factor:g}× chance, "
+                           + ("below chance: the mode avoids the task direction" if hi < 1
+                              else "no more task-aligned than a direction drawn at random"))
+    return UNSURE, txt + f": the interval contains {factor:g}× chance"

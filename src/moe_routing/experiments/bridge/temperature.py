@@ -216,6 +216,40 @@ def _between_within(raw_logits, determined, task) -> tuple[float, float]:
     return between, float(((zd - mu) ** 2).sum(-1).mean())
 
 
+def separator_fractions(router_inputs, determined, task) -> tuple[float, float]:
+    """(chance, best): the between-task fractions a router could give its centred logits on
+    these inputs -- the yardsticks of :func:`task_fraction`.  ``router_inputs`` (n, t, d) the
+    router's inputs x, ``determined`` (n, t) bool, ``task`` (n,).
+
+    With Σ_B the between-task and Σ_T the whole covariance of x at the determined positions:
+    ``chance`` = tr Σ_B / tr Σ_T, the ratio of the expected between-task and whole variance of
+    the logits of a router of i.i.d. Gaussian weights (a direction that knows nothing of the
+    tasks; centring over the experts scales both parts alike); ``best`` = the largest
+    eigenvalue of Σ_T⁻¹ Σ_B, the fraction of a router along the best task separator (Fisher's
+    discriminant).  B-Prop 6.3's unstable direction correlates with the teacher's separator:
+    its fraction lies towards ``best``, not at ``chance``."""
+    import scipy.linalg
+
+    x = router_inputs[determined].double()                                 # (m, d)
+    tk = task[:, None].expand_as(determined)[determined]                  # (m,)
+    mu = x.mean(0)
+    zeros = x.new_zeros(x.shape[1], x.shape[1])
+    between = zeros                                                       # (d, d)
+    for k in tk.unique():
+        sel = tk == k
+        dk = x[sel].mean(0) - mu
+        between = between + float(sel.double().mean()) * zeros.addr(dk, dk)
+    xc = x - mu
+    total = xc.T @ xc / x.shape[0]                                        # (d, d)
+    tr_total = float(total.trace())
+    if tr_total <= 0:
+        return math.nan, math.nan
+    b, t = between.numpy(), total.numpy()
+    ridge = 1e-9 * tr_total / t.shape[0]                # Σ_T may be singular (LayerNorm)
+    best = float(scipy.linalg.eigh(b, t + ridge * np.eye(t.shape[0]), eigvals_only=True)[-1])
+    return float(between.trace()) / tr_total, min(best, 1.0)
+
+
 def task_aligned(raw_logits, determined, task) -> float:
     """A: the between-task spread of the centred raw router logits at the determined
     positions.  ``raw_logits`` (n, t, e), ``determined`` (n, t) bool, ``task`` (n,)."""
@@ -250,7 +284,10 @@ def train_from_symmetry(setup: TemperatureSetup, tau: float, seed: int = 0) -> G
     opt = (torch.optim.SGD(params, lr=setup.lr) if setup.optimizer == "sgd"
            else torch.optim.AdamW(params, lr=setup.lr, weight_decay=0.0))
     keep = targets != -100
-    aligned, contrast, scaled, losses, spread = [], [], [], [], []
+    aligned, contrast, scaled, losses, spread, yardsticks = [], [], [], [], [], []
+    seen = {}                                       # the router's input of the last forward
+    hook = model.router.register_forward_pre_hook(
+        lambda _module, args: seen.__setitem__("x", args[0].detach()))
 
     def record(router_logits):
         with torch.no_grad():
@@ -258,6 +295,7 @@ def train_from_symmetry(setup: TemperatureSetup, tau: float, seed: int = 0) -> G
             between, total = _between_within(raw, determined, task)
             aligned.append(math.sqrt(between))
             spread.append(math.sqrt(total))
+            yardsticks.append(separator_fractions(seen["x"], determined, task))
             w = model.router.weight                                       # (e, d)
             contrast.append(float((w - w.mean(0, keepdim=True)).norm()))
             c = raw - raw.mean(-1, keepdim=True)
@@ -279,12 +317,14 @@ def train_from_symmetry(setup: TemperatureSetup, tau: float, seed: int = 0) -> G
     else:
         with torch.no_grad():
             record(model(inputs).router_logits)
+    hook.remove()
     aligned, contrast, scaled = np.array(aligned), np.array(contrast), np.array(scaled)
     return GrowthRun(tau=tau, seed=seed, optimizer=setup.optimizer, aligned=aligned,
                      router_contrast=contrast, max_scaled=scaled, loss=np.array(losses),
                      fit=fit_growth(aligned, scaled, setup.band),
                      fit_contrast=fit_growth(contrast, scaled, setup.band),
-                     wall_s=time.perf_counter() - t0, spread=np.array(spread))
+                     wall_s=time.perf_counter() - t0, spread=np.array(spread),
+                     yardsticks=np.array(yardsticks))
 
 
 def temperature_sweep(setup: TemperatureSetup, taus, seeds) -> tuple[GrowthRun, ...]:

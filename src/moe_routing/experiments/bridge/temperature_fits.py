@@ -107,7 +107,10 @@ class GrowthRun:
     ``loss`` (S,): cross-entropy at each step.  ``fit`` / ``fit_contrast``: the
     :class:`GrowthFit` of A and of |w|; :meth:`rate` reads either when it is log-linear.
     ``spread`` (S + 1,) or None: the whole spread S = sqrt(mean |c − μ|²) of the centred logits
-    at the same positions as A (:meth:`task_fraction`).
+    at the same positions as A (:meth:`task_fraction`).  ``yardsticks`` (S + 1, 2) or None: the
+    between-task fractions of a router of random weights and of the best task separator on the
+    router's inputs at each step (:func:`~moe_routing.experiments.bridge.temperature.
+    separator_fractions`; :meth:`separator_alignment`).
     """
 
     tau: float
@@ -121,6 +124,7 @@ class GrowthRun:
     fit_contrast: "GrowthFit"
     wall_s: float
     spread: np.ndarray | None = None
+    yardsticks: np.ndarray | None = None
 
     def rate(self, measure: str = "aligned") -> float:
         """The fitted rate of A (``"aligned"``) or of |w| (``"contrast"``) when its growth is
@@ -136,10 +140,22 @@ class GrowthRun:
         where the logits do not vary."""
         check.require(self.spread is not None, "GrowthRun.spread", None,
                       "the spread recorded by train_from_symmetry")
-        b = self.fit_contrast.window[1]
-        b = b if b >= 0 else self.aligned.size - 1
+        b = self._window_end()
         s2 = float(self.spread[b]) ** 2
         return min(float(self.aligned[b]) ** 2 / s2, 1.0) if s2 > 0 else math.nan
+
+    def separator_alignment(self) -> tuple[float, float, float]:
+        """(fraction, chance, best) at the end of the fitted window of |w|: the between-task
+        fraction of the router's logits (:meth:`task_fraction`), what a router of random
+        weights would give on the same inputs, and what the best task separator would."""
+        check.require(self.yardsticks is not None, "GrowthRun.yardsticks", None,
+                      "the yardsticks recorded by train_from_symmetry")
+        chance, best = self.yardsticks[self._window_end()]
+        return self.task_fraction(), float(chance), float(best)
+
+    def _window_end(self) -> int:
+        b = self.fit_contrast.window[1]
+        return b if b >= 0 else self.aligned.size - 1
 
 
 @dataclass(frozen=True)

@@ -253,6 +253,27 @@ def learning_curve(result: dict, window: int = 50) -> dict[str, np.ndarray]:
                 train_ce=train_ce)
 
 
+def gap_along_training(treated: Sequence[dict], reference: Sequence[dict]) -> dict:
+    """The paired gap of test exact match between two objectives' runs at every evaluation
+    (treated − reference, runs paired by seed, mean over the pairs): ``step`` (n_evals,),
+    ``gap`` (n_evals,), and the evaluation where the gap was largest in size (``largest``,
+    ``largest_step``) beside the last one (``final``).  A loss that slows learning but not
+    what is learned shows a large gap midway that closes by the end; one that limits what is
+    learned keeps it."""
+    a = {r["config"]["seed"]: learning_curve(r) for r in _results("treated", treated)}
+    b = {r["config"]["seed"]: learning_curve(r) for r in _results("reference", reference)}
+    seeds = sorted(set(a) & set(b))
+    require(bool(seeds), "treated/reference seeds", sorted(a), f"some seed of {sorted(b)}")
+    step = a[seeds[0]]["step"]
+    require(all(np.array_equal(a[s]["step"], step) and np.array_equal(b[s]["step"], step)
+                for s in seeds), "evaluation steps", step.tolist(),
+            "the same evaluation steps in every run (the same schedule)")
+    gap = np.mean([a[s]["test_accuracy"] - b[s]["test_accuracy"] for s in seeds], axis=0)
+    k = int(np.argmax(np.abs(gap)))
+    return dict(step=step, gap=gap, largest=float(gap[k]), largest_step=int(step[k]),
+                final=float(gap[-1]), n_pairs=len(seeds))
+
+
 def convergence_table(results: Sequence[dict]) -> dict[str, tuple[float, float, float]]:
     """Run label -> (CE drop over the last fifth, accuracy change over the last quarter, the
     noise of that change on the run's test set), each distinct run once (a run shared by
@@ -284,5 +305,5 @@ def converged(results: Sequence[dict]) -> Verdict:
 
 __all__ = ["active", "aligned", "ceiling_nmi", "cell_difference", "cell_interval", "cells",
            "comparable", "control_effect", "convergence_table", "converged",
-           "determined_diagonal", "differences",
+           "determined_diagonal", "differences", "gap_along_training",
            "diffuse", "in_band", "learning_curve", "variant_cost"]

@@ -8,6 +8,7 @@ set of runs a projection times is the set the chapter trains.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ...model.losses import OBJECTIVES
@@ -31,8 +32,8 @@ class TrainingPlan:
     grid : tasks × experts × objectives × seeds, paper's setting.
     dense : per seed, one expert as wide as all the experts of the largest MoE together, at
         the largest number of tasks (the same total parameters, all active).
-    variant : A-Fig. 2's configuration × objectives × seeds with fixed entity codes (ours);
-        empty without codes.
+    variant : A-Fig. 2's configuration × objectives × seeds with fixed entity codes and the
+        other changes of ``codes_variant`` (ours); empty without it.
     controls : the variant's task-router runs with the loss changed, × seeds: its gradient
         stopped at the router's input, the loss only at the task-determined positions, routed
         by the task with no router (the oracle), and a tenth of its weight
@@ -73,10 +74,12 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
                   fig2_tasks: int, fig2_experts: int, grid_tasks, grid_experts, d_model: int,
                   n_heads: int, d_expert: int, steps: int, batch_size: int, lr: float,
                   device: str = "cpu", rule_power: bool = True,
-                  entity_codes: int | None = None, controls: bool = False) -> TrainingPlan:
+                  codes_variant: Mapping | None = None, controls: bool = False) -> TrainingPlan:
     """The plan of the chapter's parameters (their names are the chapter's).  The grid is
-    the paper's setting (learned entity embeddings); ``entity_codes``: the rank of the fixed
-    entity codes of the book's variant at A-Fig. 2's configuration (None: no variant);
+    the paper's setting (learned entity embeddings).  ``codes_variant``: the book's variant,
+    as the fields of A-Fig. 2's configuration it changes — ``entity_codes`` (the rank of the
+    fixed entity codes) and any other field of the run (for example fewer pairs and more
+    steps, so that it converges within the profile's budget); None: no variant.
     ``controls``: also the variant's controls of the task-router loss."""
     seeds = [integer(f"seeds[{i}]", s, low=0) for i, s in enumerate(
         sequence("seeds", seeds, "a sequence of seeds (a list, even of one)"))]
@@ -95,9 +98,10 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
     dense = tuple(ExperimentConfig.from_flat(n_tasks=k_max, n_experts=1, objective="ce", seed=s,
                                              **{**common, "d_expert": d_expert * e_max})
                   for s in seeds)
-    variant = () if entity_codes is None else tuple(
+    changes = _variant_changes(codes_variant)
+    variant = () if changes is None else tuple(
         ExperimentConfig.from_flat(n_tasks=fig2_tasks, n_experts=fig2_experts, objective=o,
-                                   seed=s, entity_codes=entity_codes, **common)
+                                   seed=s, **common).replace(**changes)
         for o in OBJECTIVES for s in seeds)
     router_runs = [c for c in variant if c.objective == "ce+router"]
     control_runs = () if not flag("controls", controls) else tuple(
@@ -106,6 +110,25 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
     broken = broken_configs(list(fig2)) if flag("rule_power", rule_power) else {}
     return TrainingPlan(fig2=fig2, grid=grid, dense=dense, variant=variant,
                         controls=control_runs, broken=broken)
+
+
+#: the fields that make a run one of the variant's cells, which ``codes_variant`` cannot change
+_CELL = ("n_tasks", "n_experts", "objective", "seed", "control", "variant")
+
+
+def _variant_changes(codes_variant) -> dict | None:
+    """``codes_variant`` checked: None, or a mapping naming ``entity_codes`` and other fields of
+    a run, none of them one that places the run in the plan (:data:`_CELL`)."""
+    if codes_variant is None:
+        return None
+    require(isinstance(codes_variant, Mapping) and "entity_codes" in codes_variant,
+            "codes_variant", codes_variant,
+            "None, or a mapping of run fields with entity_codes (the codes' rank)")
+    integer("codes_variant['entity_codes']", codes_variant["entity_codes"], low=1)
+    cell = sorted(k for k in codes_variant if k in _CELL)
+    require(not cell, "codes_variant", cell,
+            "fields other than " + ", ".join(_CELL) + " (the plan sets those)")
+    return dict(codes_variant)
 
 
 __all__ = ["TrainingPlan", "training_plan"]

@@ -120,7 +120,7 @@ def test_bad_input_is_refused_with_the_value_and_what_is_accepted():
     with pytest.raises(ValueError, match="band"):
         rt.TemperatureSetup(band=(0.1, 0.01))
     with pytest.raises(ValueError, match="n_experts"):
-        rt.TemperatureSetup(n_experts=1)
+        rt.TemperatureSetup.from_flat(n_experts=1)
     with pytest.raises(ValueError, match="two distinct temperatures"):
         rt.temperature_sweep(SMALL, [0.1, 0.1], [0])
     with pytest.raises(ValueError, match="tau"):

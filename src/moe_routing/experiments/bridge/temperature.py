@@ -51,12 +51,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from ..._internal import validation as check
+from ...model.config import MoEShape
+from ..task_routing import DataConfig, knowledge_dataset
+from ..task_routing.config import NestedConfig
 
 # what a run records and the fits of its rates live in .router_temperature_fits; importable
 # from here
@@ -66,30 +69,27 @@ OPTIMIZERS = ("sgd", "adamw")
 
 
 @dataclass(frozen=True)
-class TemperatureSetup:
-    """One experiment: the data, the model's shape and the training of every run.
+class TemperatureSetup(NestedConfig):
+    """One experiment, in the parts every trained experiment shares: ``data``
+    (:class:`~moe_routing.experiments.task_routing.DataConfig`: ``n_tasks`` tasks of the
+    embedded knowledge base, drawn as a training run draws them), ``model``
+    (:class:`~moe_routing.model.MoEShape`: ``n_experts``, ``d_model``, ``n_heads``,
+    ``d_expert``; a soft mixture, module doc), and the experiment's own fields: ``n_sentences``
+    training sentences (a fixed draw); at most ``steps`` full-batch steps of ``optimizer`` at
+    constant ``lr`` (with ``stop_early``, a run stops once the softmax's argument leaves
+    ``band``); the symmetric start ``router_init``, ``expert_init``; ``band`` of the softmax's
+    argument where the growth is fitted.  No :class:`~moe_routing.model.TrainSchedule`: full-batch
+    descent at a constant step is the flow the proposition linearises, not a schedule.
 
-    Data: ``n_tasks`` tasks of the embedded knowledge base (``n_relations``, ``n_pairs``,
-    ``n_templates``, ``data_seed``; the first ``n_tasks`` of a ``task_seed`` permutation, the
-    selection of :mod:`~moe_routing.experiments.task_routing.runs`), ``n_sentences`` training
-    sentences (a fixed draw). Model: ``d_model``, ``n_heads``, ``d_expert``, ``n_experts`` (soft
-    mixture, module doc). Training: at most ``steps`` full-batch steps of ``optimizer`` at constant
-    ``lr`` (with
-    ``stop_early``, a run stops once the softmax's argument leaves ``band``); the symmetric
-    start ``router_init``, ``expert_init``.  Fit: ``band`` of the softmax's argument.
+    ``setup.d_model`` reads the model part; :meth:`from_flat` and :meth:`replace` take any
+    part's field by name (``TemperatureSetup.from_flat(d_model=32, steps=250)``).
     """
 
-    n_tasks: int = 2
-    n_experts: int = 2
-    n_relations: int = 8
-    n_pairs: int = 20
-    n_templates: int = 5
-    data_seed: int = 0
-    task_seed: int = 0
+    data: DataConfig = field(
+        default_factory=lambda: DataConfig(**TemperatureSetup._DEFAULTS["data"]))
+    model: MoEShape = field(
+        default_factory=lambda: MoEShape(**TemperatureSetup._DEFAULTS["model"]))
     n_sentences: int = 48
-    d_model: int = 16
-    n_heads: int = 4
-    d_expert: int = 16
     steps: int = 150
     lr: float = 0.1
     optimizer: str = "sgd"
@@ -98,23 +98,26 @@ class TemperatureSetup:
     band: tuple[float, float] = (1e-3, 0.1)
     stop_early: bool = True
 
+    _PARTS: ClassVar[dict[str, type]] = {"data": DataConfig, "model": MoEShape}
+    _DEFAULTS: ClassVar[dict[str, dict]] = {
+        "data": dict(n_tasks=2, n_relations=8, n_pairs=20, n_templates=5),
+        "model": dict(n_experts=2, d_model=16, n_heads=4, d_expert=16)}
+
     def __post_init__(self):
         def put(name, value):
             object.__setattr__(self, name, value)
 
-        for name in ("n_relations", "n_heads", "d_expert", "steps", "n_templates"):
-            put(name, check.integer(f"TemperatureSetup.{name}", getattr(self, name), low=1))
-        put("n_experts", check.integer("TemperatureSetup.n_experts", self.n_experts, low=2))
-        put("n_tasks", check.integer("TemperatureSetup.n_tasks", self.n_tasks, low=2,
-                                     high=self.n_relations))
-        put("n_pairs", check.integer("TemperatureSetup.n_pairs", self.n_pairs, low=2))
+        self._check_parts()
+        check.require(self.data.n_tasks >= 2, "TemperatureSetup.n_tasks", self.data.n_tasks,
+                      "at least 2 (the between-task spread needs two tasks)")
+        check.require(self.model.n_experts >= 2, "TemperatureSetup.n_experts",
+                      self.model.n_experts, "at least 2 (a router between experts)")
+        check.require(self.model.n_layers == 1 and self.model.entity_codes is None,
+                      "TemperatureSetup.model", self.model,
+                      "one layer with learned entity rows (the model B's proposition reads)")
+        put("steps", check.integer("TemperatureSetup.steps", self.steps, low=1))
         put("n_sentences", check.integer("TemperatureSetup.n_sentences", self.n_sentences,
                                          low=2))
-        for name in ("data_seed", "task_seed"):
-            put(name, check.integer(f"TemperatureSetup.{name}", getattr(self, name), low=0))
-        put("d_model", check.integer("TemperatureSetup.d_model", self.d_model, low=1))
-        check.require(self.d_model % self.n_heads == 0, "TemperatureSetup.d_model",
-                      self.d_model, f"an integer divisible by n_heads={self.n_heads}")
         put("lr", check.positive("TemperatureSetup.lr", self.lr))
         check.choice("TemperatureSetup.optimizer", self.optimizer, OPTIMIZERS)
         put("router_init", check.number("TemperatureSetup.router_init", self.router_init,
@@ -132,35 +135,13 @@ class TemperatureSetup:
         put("band", (lo, hi))
         put("stop_early", check.flag("TemperatureSetup.stop_early", self.stop_early))
 
-    def replace(self, **changes) -> "TemperatureSetup":
-        from dataclasses import replace
-
-        return replace(self, **changes)
-
-
-@lru_cache(maxsize=4)
-def _knowledge(n_relations: int, n_pairs: int, n_templates: int, data_seed: int,
-               tasks: tuple[int, ...]):
-    """The dataset of ``tasks``: built once per process (every run of a sweep reads it)."""
-    from ...knowledge import build_dataset
-
-    full = build_dataset(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
-                         seed=data_seed)
-    return full.subset(list(tasks))
-
-
-def _dataset(setup: TemperatureSetup):
-    perm = np.random.default_rng(setup.task_seed).permutation(setup.n_relations)
-    return _knowledge(setup.n_relations, setup.n_pairs, setup.n_templates, setup.data_seed,
-                      tuple(sorted(int(i) for i in perm[:setup.n_tasks])))
-
 
 def _batch(setup: TemperatureSetup):
     """The fixed training set: (inputs (n, t), targets (n, t), loss mask (n, t), determined
     (n, t), task (n,), vocabulary size)."""
     import torch
 
-    ds = _dataset(setup)
+    ds = knowledge_dataset(setup.data)
     enc = ds.encode_split("train")
     n = min(setup.n_sentences, len(enc))
     sel = torch.randperm(len(enc), generator=torch.Generator().manual_seed(setup.data_seed))[:n]
@@ -180,14 +161,13 @@ def symmetric_model(setup: TemperatureSetup, tau: float, seed: int, vocab_size: 
     τ of one seed; with ``router_init = expert_init = 0`` the state is exactly symmetric."""
     import torch
 
-    from ...model import MoEConfig, MoETransformer
+    from ...model import MoETransformer
     from ..._internal.runtime import seed_everything
 
     tau = check.temperature("tau", tau)
     seed = check.integer("seed", seed, low=0)
-    cfg = MoEConfig(vocab_size=vocab_size, max_len=max_len, d_model=setup.d_model,
-                    n_heads=setup.n_heads, n_experts=setup.n_experts, d_expert=setup.d_expert,
-                    top_k=setup.n_experts, gate="renormalised", router_temperature=tau)
+    cfg = setup.model.config(vocab_size, max_len, top_k=setup.n_experts, gate="renormalised",
+                             router_temperature=tau)
     seed_everything(seed)
     model = MoETransformer(cfg)
     g = torch.Generator().manual_seed(seed)

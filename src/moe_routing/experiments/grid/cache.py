@@ -1,4 +1,5 @@
-"""Reading a cached run: the one check both training caches apply before trusting a file.
+"""Reading a cached run: the one check every trained experiment's cache applies before trusting a
+file (the training runs, the two-hop runs, the Mixtral-style runs).
 
 A run's JSON is named by its key (:mod:`~moe_routing.experiments.task_routing.runs`,
 :mod:`~moe_routing.experiments.two_hop.runs`); the file found under that name is used only if it is
@@ -10,6 +11,7 @@ a result: the caller redoes the run and logs why.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,3 +40,15 @@ def read_cached(path: Path, *, version: int, required: Sequence[str], key: str,
     if res["key"] != key or res["training_key"] != json.loads(json.dumps(training_key)):
         return None, f"{path} holds the result of another configuration"
     return res, None
+
+
+def load_cached(path: Path, *, version: int, required: Sequence[str], key: str,
+                training_key: dict, log: logging.Logger, label: str) -> dict | None:
+    """The usable cached result at ``path``, or None: :func:`read_cached`, with one warning line
+    on the experiment's ``log`` naming a file that is there but unusable (``label``: the
+    experiment, first on the line)."""
+    res, problem = read_cached(path, version=version, required=required, key=key,
+                               training_key=training_key)
+    if problem:
+        log.warning("%s: ignoring cached run %s", label, problem)
+    return res

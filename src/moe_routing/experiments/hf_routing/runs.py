@@ -59,7 +59,7 @@ from ... import routing_metrics as rm
 from ..._internal.atomic import atomic_write_json
 from ...model.losses import OBJECTIVES
 from ..._internal.validation import choice, integer, number, require, sequence
-from ..grid.cache import read_cached
+from ..grid.cache import load_cached
 from .measure import _dataset, _layer_summary, measure_hf_model
 from .results import Interval, LayerRoutingSummary, ObjectiveLayer, RoutingComparison, RoutingRun
 
@@ -205,10 +205,8 @@ def train_and_measure(dataset, objective: str, seed: int, n_experts: int,
     path = None
     if artifacts_dir is not None:
         path = Path(artifacts_dir) / "hf_routing" / f"{key}.json"
-        res, problem = read_cached(path, version=RESULT_VERSION, required=RESULT_KEYS, key=key,
-                                   training_key=tk)
-        if problem:
-            log.warning("hf_routing: ignoring cached run %s", problem)
+        res = load_cached(path, version=RESULT_VERSION, required=RESULT_KEYS, key=key,
+                          training_key=tk, log=log, label="hf_routing")
         if res is not None:
             return _run_from(res, cached=True)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -8,12 +8,12 @@ A's experimental claims; ``power`` — the verdict rules fed deliberately broken
 """
 
 from .config import DataConfig, ExperimentConfig
-from .data import experiment_dataset
+from .data import experiment_dataset, knowledge_dataset
 from .plan import TrainingPlan, training_plan
 from .runs import (convergence, grid_configs, load_model, results_frame, run_experiment,
                    run_grid)
 from .store import load_result, result_path, weights_path
 
 __all__ = ["DataConfig", "ExperimentConfig", "TrainingPlan", "convergence", "experiment_dataset",
-           "grid_configs", "load_model", "load_result", "result_path", "results_frame",
+           "grid_configs", "knowledge_dataset", "load_model", "load_result", "result_path", "results_frame",
            "run_experiment", "run_grid", "training_plan", "weights_path"]

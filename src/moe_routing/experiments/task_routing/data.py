@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..._internal.validation import integer, require
-from .config import ExperimentConfig, _config
+from ..._internal.validation import fail, integer, require
+from .config import DataConfig, ExperimentConfig, _config
 
 # ----------------------------------------------------------------------------- data
 @lru_cache(maxsize=4)
@@ -23,12 +23,19 @@ def _full_dataset(n_relations: int, n_pairs: int, n_templates: int, data_seed: i
                          seed=data_seed)
 
 
+def selected_tasks(data: DataConfig) -> list[int]:
+    """Indices (into the full dataset's tasks) of a data part's tasks: the first ``n_tasks`` of
+    a ``task_seed`` permutation (nested across ``n_tasks``).  Every experiment that draws flat
+    tasks from the knowledge base draws them so (a run's, the temperature experiment's)."""
+    if not isinstance(data, DataConfig):
+        fail("data", type(data).__name__, "a DataConfig (a configuration's data part)")
+    perm = np.random.default_rng(data.task_seed).permutation(data.n_relations)
+    return sorted(int(i) for i in perm[:data.n_tasks])
+
+
 def task_selection(cfg: ExperimentConfig) -> list[int]:
-    """Indices (into the full dataset's tasks) of the run's tasks: the first ``n_tasks`` of a
-    ``task_seed`` permutation (nested across ``n_tasks``)."""
-    d = _config(cfg).data
-    perm = np.random.default_rng(d.task_seed).permutation(d.n_relations)
-    return sorted(int(i) for i in perm[:d.n_tasks])
+    """The run's tasks (:func:`selected_tasks` of its data part)."""
+    return selected_tasks(_config(cfg).data)
 
 
 @lru_cache(maxsize=8)
@@ -39,11 +46,16 @@ def _sub_dataset(n_relations, n_pairs, n_templates, data_seed, tasks: tuple[int,
     return full.subset(list(tasks))
 
 
+def knowledge_dataset(data: DataConfig):
+    """The :class:`~moe_routing.knowledge.KnowledgeDataset` of a data part's ``n_tasks`` tasks
+    (:func:`selected_tasks`), built once per process."""
+    return _sub_dataset(data.n_relations, data.n_pairs, data.n_templates, data.data_seed,
+                        tuple(selected_tasks(data)))
+
+
 def experiment_dataset(cfg: ExperimentConfig):
     """The :class:`~moe_routing.knowledge.KnowledgeDataset` of the run's ``n_tasks`` tasks."""
-    d = _config(cfg).data
-    return _sub_dataset(d.n_relations, d.n_pairs, d.n_templates, d.data_seed,
-                        tuple(task_selection(cfg)))
+    return knowledge_dataset(_config(cfg).data)
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -125,13 +125,14 @@ def load_result(cfg: ExperimentConfig, artifacts_dir: str | Path | None) -> dict
     """The cached result of ``cfg`` (None when absent or written by another format version).
 
     A corrupt or truncated file is never read: it gives None, and one warning line names it."""
+    from ..grid.cache import load_cached
+
     _config(cfg)
     if artifacts_dir is None:
         return None
-    res, problem = _read_cached(cfg, artifacts_dir)
-    if problem:
-        log.warning("task_routing: ignoring cached run %s", problem)
-    return res
+    return load_cached(result_path(cfg, artifacts_dir), version=RESULT_VERSION,
+                       required=RESULT_KEYS, key=cfg.key(), training_key=cfg.training_key(),
+                       log=log, label="task_routing")
 
 
 def _copy_weights(cfg: ExperimentConfig, source: str | Path, target: str | Path) -> None:

@@ -82,7 +82,7 @@ from ..._internal.runtime import PROFILES
 import numpy as np
 
 from ..._internal.validation import choice, fail, flag, integer, require, sequence, sequence_of
-from ..grid.cache import read_cached
+from ..grid.cache import load_cached, read_cached
 from .config import RESULT_VERSION, TwoHopConfig, _config
 from .measure import (_correct, _take, evaluate_two_hop, hop_tasks, layer_targets, two_hop_dataset,
                       two_hop_split)
@@ -119,10 +119,9 @@ def load_two_hop(cfg: TwoHopConfig, artifacts_dir) -> dict | None:
     _config(cfg)
     if artifacts_dir is None:
         return None
-    res, problem = _read_cached(cfg, artifacts_dir)
-    if problem:
-        log.warning("two_hop: ignoring cached run %s", problem)
-    return res
+    return load_cached(result_path(cfg, artifacts_dir), version=RESULT_VERSION,
+                       required=RESULT_KEYS, key=cfg.key(), training_key=cfg.training_key(),
+                       log=log, label="two_hop")
 
 
 def run_two_hop(cfg: TwoHopConfig, artifacts_dir: str | Path | None = None,

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from moe_routing.experiments.grid import executor as ex
-from moe_routing.experiments.task_routing.runs import grid_configs
+from moe_routing.experiments.task_routing.runs import grid_configs, run_grid
 from moe_routing.experiments.task_routing import runs as tr
 from moe_routing.experiments.grid.session import GridSession, cpu_seconds
 from moe_routing.experiments.grid import tasks
@@ -48,7 +48,7 @@ def test_runs_are_read_back_from_the_injected_folders_and_nothing_retrains(tmp_p
                                                                           monkeypatch):
     first = tmp_path / "artifacts" / "training"
     with GridSession(workers=1) as s:
-        trained = s.run_grid(CFGS, first)
+        trained = s.run_with(run_grid, CFGS, first)
     assert not any(r["cached"] for r in trained)
 
     def boom(*_a, **_k):
@@ -58,13 +58,13 @@ def test_runs_are_read_back_from_the_injected_folders_and_nothing_retrains(tmp_p
     again = tmp_path / "artifacts" / ".training.tmp-1"
     missing = tmp_path / "artifacts" / "never-written"
     with GridSession(workers=1, runs_from=[missing, again, first]) as s:
-        rows = s.run_grid(CFGS, again)            # its own folder among runs_from is skipped
+        rows = s.run_with(run_grid, CFGS, again)            # its own folder among runs_from is skipped
     assert all(r["cached"] for r in rows)
     assert [r["key"] for r in rows] == [r["key"] for r in trained]
     assert all(tr.result_path(c, again).is_file() for c in CFGS)   # copied into the new folder
     # without the folders, the same grid would train (and here fail)
     with GridSession(workers=1) as s, pytest.raises(tasks.GridError, match="trained again"):
-        s.run_grid(CFGS, tmp_path / "elsewhere")
+        s.run_with(run_grid, CFGS, tmp_path / "elsewhere")
 
 
 def test_progress_lines_while_open_and_the_times_at_close(capsys):
@@ -79,7 +79,7 @@ def test_progress_lines_while_open_and_the_times_at_close(capsys):
     assert "grid: a progress line" in err and "after the session" not in err
     assert s.close()[0] >= wall                        # closing twice is harmless
     with pytest.raises(ValueError, match="session = 'closed'.*an open GridSession"):
-        s.run_grid(CFGS, None)
+        s.run_with(run_grid, CFGS, None)
     assert cpu_seconds() > 0
 
 
@@ -125,11 +125,11 @@ def test_the_sessions_threads_reach_the_grids_plan(monkeypatch):
     monkeypatch.setattr(grid_module, "run_cached_grid", spy)
     torch.set_num_threads(2)
     with GridSession(threads=1) as s:
-        s.run_grid(CFGS, None)
+        s.run_with(run_grid, CFGS, None)
     assert [(h.workers, h.threads) for h in planned] == [(ex.cpu_cores(), 1)]
     torch.set_num_threads(1)
     with GridSession(threads=2) as s:
-        s.run_grid(CFGS, None)
+        s.run_with(run_grid, CFGS, None)
     assert planned[-1].threads == 2
 
 

@@ -25,6 +25,7 @@ from ...boundary.mass import boundary_mass_from_margins
 from ...experiments.bridge import (bound_check, boundary_mass_of_router, power_law_check,
                                    resolving_taus, router_margins, soft_vs_hard)
 from ...experiments.grid import GridSession
+from ...experiments.task_routing import run_grid
 from ..plots import PALETTE, column_figsize
 
 #: objective -> its name in the tables, figures and ledger entries
@@ -44,7 +45,7 @@ def train_fig2(plan, artifacts_dir, profile: str, runs_from) -> list[dict]:
     torch.set_num_threads(1)
     try:
         with GridSession(runs_from=runs_from) as session:     # the training chapter's runs
-            return session.run_grid(list(plan.fig2), artifacts_dir, profile=profile)
+            return session.run_with(run_grid, list(plan.fig2), artifacts_dir, profile=profile)
     finally:
         torch.set_num_threads(threads_before)
 

@@ -1,16 +1,18 @@
 """A chapter's training session: every grid a chapter trains, run one way for its whole
 execution.
 
-The training chapter trains three grids (A-Fig. 2, the accuracy grid, the broken variants),
-the two-hop chapter one of its own (:meth:`GridSession.run_with`); all of them want: where the
+The training chapter trains its grids (every run in one pool, then the sections read them back)
+and the two-hop chapter one of its own, each through :meth:`GridSession.run_with` with the
+experiment's grid runner; all of them want: where the
 runs go, checked before anything is trained (:func:`~.executor.plan`); one progress line per
 finished run on stderr (the pipeline's chapter log keeps stderr, the book's pages drop it); one
 Ray session shared by the grids (its start-up costs seconds) and closed at the end; the folders
 cached runs are read back from (the pipeline injects them as ``runs_from``: the chapter's
 previous execution, a failed attempt, the bridge chapter's runs); and the wall and CPU time of
 the whole, workers included.  A :class:`GridSession` holds them, so the chapter calls
-:meth:`GridSession.run_grid` and keeps no plumbing of its own.  Not part of any cache key: it
-never changes a result.
+:meth:`GridSession.run_with` and keeps no plumbing of its own.  The session knows no experiment
+(the grid runner is the caller's), so the grid package imports none.  Not part of any cache
+key: it never changes a result.
 """
 
 from __future__ import annotations
@@ -76,14 +78,6 @@ class GridSession:
     def describe(self) -> str:
         """One line: the backend, how many runs at once and threads per run."""
         return self.plan.describe()
-
-    def run_grid(self, configs, artifacts_dir, profile: str = "smoke") -> list[dict]:
-        """:func:`~moe_routing.experiments.task_routing.runs.run_grid` on this session's backend,
-        reading cached runs back from ``artifacts_dir`` and then from the session's ``runs_from`` folders (the
-        chapter's own temporary folder among them is skipped)."""
-        from ..task_routing.runs import run_grid
-
-        return self.run_with(run_grid, configs, artifacts_dir, profile=profile)
 
     def run_with(self, grid, configs, artifacts_dir, profile: str = "smoke") -> list[dict]:
         """A grid runner of the library on this session's backend, with its progress lines and

@@ -25,13 +25,14 @@ CURRENCY = ["Shops in ⋆1 take the national currency, the ⋆2."]
 
 def hop_tasks(n_pairs=40):
     """P17 (city → country) with n_pairs cities; P36 (capital) and P38 (currency) holding the
-    facts of exactly the countries P17 reaches (the bridges): many cities share a country."""
+    facts of exactly the countries P17 reaches (the middle entities): many cities share a
+    country."""
     ts = {t.name: t for t in embedded_tasks(relations=["P17", "P36", "P38"], n_pairs=n_pairs,
                                             n_templates=2, seed=0)}
-    bridges = sorted(set(ts["P17"].dictionary.values()))
+    middles = sorted(set(ts["P17"].dictionary.values()))
     for r in ("P36", "P38"):
         pool = relation_pool(r)
-        ts[r] = dataclasses.replace(ts[r], dictionary={m: pool[m] for m in bridges if m in pool})
+        ts[r] = dataclasses.replace(ts[r], dictionary={m: pool[m] for m in middles if m in pool})
     return ts
 
 
@@ -71,13 +72,13 @@ def test_every_fact_and_every_held_out_composition_answered(built):
     assert len(held) > 0 and v.n_held_out == sum(len(h.test_sentences) for h in held)
     assert v.fact_accuracy == 1.0 and v.held_out_accuracy == 1.0, v.wrong_facts
     assert v.n_facts == ds.n_sentences
-    # a bridge shared by both chains (same country, hop 2 capital or currency) is answered
+    # a middle entity shared by both chains (same country, hop 2 capital or currency) is answered
     # by each chain's own second hop
-    by_bridge = {}
+    by_middle = {}
     for t in rep.second_hop:
         for s in ds.tasks[t].dictionary:
-            by_bridge.setdefault(ds.tasks[t].bridge(s), set()).add(t)
-    assert any(len(ts) == 2 for ts in by_bridge.values())
+            by_middle.setdefault(ds.tasks[t].middle(s), set()).add(t)
+    assert any(len(ts) == 2 for ts in by_middle.values())
 
 
 def test_expert_sizes_are_additive_in_the_single_hop_tasks(built):
@@ -133,20 +134,20 @@ def test_a_perturbed_layer2_weight_is_caught_at_the_prefixes_it_breaks(built):
     assert not v.passed
     tok = ds.tokenizer
     m = tok.vocab[m_id]
-    # exactly the object slots of the two-hop sentences whose bridge is m and second hop k
+    # exactly the object slots of the two-hop sentences whose middle entity is m, second hop k
     expect = set()
     for i in range(ds.n_sentences):
         t = int(ds.task[i])
         if rep.second_hop.get(t) == e:
             s = tok.vocab[int(ds.seqs[i, ds.subject_pos[i]])]
-            if ds.tasks[t].bridge(s) == m:
+            if ds.tasks[t].middle(s) == m:
                 expect.add(tok.decode(ds.seqs[i, :ds.object_pos[i]]))
     assert expect and {p for p, _ in v.failing} == expect, (v.failing, expect)
     assert all(inv > 0.5 for _, inv in v.failing) and len(v.wrong_facts) > 0
     assert o_id != other
 
 
-def test_a_missing_bridge_fact_is_refused_with_a_witness():
+def test_a_missing_middle_entity_fact_is_refused_with_a_witness():
     ts = hop_tasks()
     t1 = two_hop_task(ts["P17"], ts["P36"], CAPITAL)
     city = next(iter(t1.dictionary))
@@ -161,7 +162,7 @@ def test_a_missing_bridge_fact_is_refused_with_a_witness():
     assert isinstance(e, TwoLayerHypothesisFails) and e.hypothesis == "H-hop"
     assert e.tasks == (t1.name, "P17", "P36")
     assert e.witnesses == (f'The capital of the country where "{city}" lies is',)
-    assert f"P36 has no fact for the bridge {country!r}" in str(e)
+    assert f"P36 has no fact for the middle entity {country!r}" in str(e)
     # a two-hop task without its second hop among the tasks: refused too
     with pytest.raises(TwoLayerHypothesisFails, match="not among the dataset's single-hop"):
         build_two_layer(KnowledgeDataset([ts["P17"], t1], seed=0))

@@ -248,7 +248,7 @@ def test_result_keys_and_types(tiny_run):
     d = r["dataset"]
     assert r["held_out"]["n"] == d["n_held_out"] and r["two_hop_seen"]["n"] == d["n_seen"]
     assert r["n_held_out_compositions"] == d["split"]["n_held_out_compositions"]
-    for name in ("majority_baseline", "copy_bridge_baseline", "identity_fraction",
+    for name in ("majority_baseline", "copy_middle_baseline", "identity_fraction",
                  "copyable_fraction", "composition_accuracy", "train_two_hop",
                  "train_single_hop"):
         assert isinstance(r[name], float) and 0 <= r[name] <= 1
@@ -284,7 +284,7 @@ def test_majority_baseline_counts_the_majority_answers(tiny_run):
     assert r["accuracy_non_majority"]["n"] == len(hits) - sum(hits)
 
 
-def test_copy_the_bridge_baseline_and_no_copyable_held_out_query(tiny_run):
+def test_copy_the_middle_entity_baseline_and_no_copyable_held_out_query(tiny_run):
     """Copying the first hop's object answers a held-out query exactly when o = m; the split
     holds none out, so the baseline and the copyable fraction read 0 -- and on the old
     selection (copyable compositions held out too) the same code counts them."""
@@ -295,10 +295,10 @@ def test_copy_the_bridge_baseline_and_no_copyable_held_out_query(tiny_run):
     want = []
     for i in parts.held_out:
         t = ds.tasks[ds.task[i]]
-        m = t.bridge(list(t.dictionary)[ds.pair[i]])
+        m = t.middle(list(t.dictionary)[ds.pair[i]])
         want.append(int(objs[i] == ds.tokenizer.entity_id(m)))
-    assert r["copy_bridge_correct"] == want == [0] * len(want)
-    assert r["copy_bridge_baseline"] == 0.0 == r["copyable_fraction"]
+    assert r["copy_middle_correct"] == want == [0] * len(want)
+    assert r["copy_middle_baseline"] == 0.0 == r["copyable_fraction"]
     assert len(r["majority_correct"]) == r["held_out"]["n"]
     assert np.mean(r["majority_correct"]) == pytest.approx(r["majority_baseline"])
 
@@ -317,12 +317,12 @@ def test_the_copy_baseline_counts_copyable_queries_where_they_are_held_out():
                                             gate="switch"))
     with torch.no_grad():
         m = th.evaluate_two_hop(model, ds, parts, cfg.model.n_experts)
-    leaked = sum(h.object == h.bridge for h in ds.held_out_compositions())
+    leaked = sum(h.object == h.middle for h in ds.held_out_compositions())
     assert leaked == 2                                     # Morocco → Arabic → Arabic, …
     n_tpl = len(config.DEFAULT_TEMPLATES[("P37", "P282")])
-    assert sum(m["copy_bridge_correct"]) >= leaked * min(n_tpl, 2)
-    assert m["copyable_fraction"] == pytest.approx(np.mean(m["copy_bridge_correct"]))
-    assert m["copy_bridge_baseline"] > 0
+    assert sum(m["copy_middle_correct"]) >= leaked * min(n_tpl, 2)
+    assert m["copyable_fraction"] == pytest.approx(np.mean(m["copy_middle_correct"]))
+    assert m["copy_middle_baseline"] > 0
 
 
 def test_cache_returns_the_result_without_retraining(tiny_run, monkeypatch):
@@ -400,7 +400,7 @@ def test_grid_runs_through_the_executor_and_frames_one_row_per_run(tmp_path, mon
     for row, r in zip(cells.itertuples(), sorted(res[:4], key=lambda r: (
             r["config"]["model"]["n_layers"], r["config"]["objective"]))):
         assert row.held_out_half_width == pytest.approx(r["held_out"]["interval"]["half_width"])
-    assert cells["copy_bridge_baseline"].eq(0).all()
+    assert cells["copy_middle_baseline"].eq(0).all()
     d = th.held_out_differences(res[:4], 2, "ce+router", control=(1, "ce+router"))
     two = next(r for r in res if r["config"]["model"]["n_layers"] == 2
                and r["config"]["objective"] == "ce+router")
@@ -411,7 +411,7 @@ def test_grid_runs_through_the_executor_and_frames_one_row_per_run(tmp_path, mon
                                               - one["held_out"]["accuracy"])
     assert d["majority"].mean == pytest.approx(two["held_out"]["accuracy"]
                                                - two["majority_baseline"])
-    assert d["copy_bridge"].mean == pytest.approx(two["held_out"]["accuracy"])
+    assert d["copy_middle"].mean == pytest.approx(two["held_out"]["accuracy"])
     # a cell against itself: the same answer on every query, no difference and no spread
     same = th.held_out_differences(res[:4], 2, "ce", control=(2, "ce"))["control"]
     assert (same.mean, same.low, same.high) == (0.0, 0.0, 0.0)

@@ -72,7 +72,7 @@ def test_a_two_hop_task_of_the_embedded_base_is_the_join():
         for s, o in t.dictionary.items():
             f1, f2 = t.supports(s)
             assert (f1.task, f1.subject, f2.task, f2.object) == (a, s, b, o)
-            assert tasks[a].dictionary[s] == f1.object == f2.subject == t.bridge(s)
+            assert tasks[a].dictionary[s] == f1.object == f2.subject == t.middle(s)
             assert tasks[b].dictionary[f2.subject] == o
     # a real example: Cento lies in Italy, whose capital is Rome
     p17 = KnowledgeTask("P17", ["⋆1 is located in the country of ⋆2."],
@@ -126,10 +126,10 @@ def test_chain_counts_printed_equal_the_brute_force_counts(capsys):
     assert ident[("P38", "P498")] == 0
     # o == m: a language and its script of one name (Arabic → Arabic), a city-state's country
     # and capital of one name
-    bridge = {(c.first, c.second): c.n_bridge for c in embedded_chains()}
-    assert bridge[("P37", "P282")] == sum(pools["P282"].get(m) == m
+    middle = {(c.first, c.second): c.n_middle for c in embedded_chains()}
+    assert middle[("P37", "P282")] == sum(pools["P282"].get(m) == m
                                           for m in pools["P37"].values()) > 10
-    assert bridge[("P17", "P36")] == sum(pools["P36"].get(m) == m
+    assert middle[("P17", "P36")] == sum(pools["P36"].get(m) == m
                                          for m in pools["P17"].values()) > 0
 
 
@@ -143,16 +143,17 @@ def test_task_chains_and_format():
     assert format_chains([Chain("a", "b", 3, 1)]) == "a → b  3 compositions, 1 identity"
 
 
-def test_complete_bridges_adds_exactly_the_missing_bridge_facts():
+def test_complete_middles_adds_exactly_the_missing_middle_entity_facts():
     chains = {("P37", "P282"): TEMPLATES[("P37", "P282")]}
     plain = embedded_tasks(relations=["P37", "P282"], n_pairs=80, seed=7)
     done = build_mixed_dataset(chains, n_pairs=80, seed=7)
-    # without completion the hops are embedded_tasks' own samples (here they share no bridge)
+    # without completion the hops are embedded_tasks' own samples (here they share no middle
+    # entity)
     assert compose(plain[0].dictionary, plain[1].dictionary) == {}
     with pytest.raises(ValueError, match=r"P282 ∘ P37 = \{\}"):
-        build_mixed_dataset(chains, n_pairs=80, seed=7, complete_bridges=False)
+        build_mixed_dataset(chains, n_pairs=80, seed=7, complete_middles=False)
     cities = {k: v for k, v in TEMPLATES.items() if k[0] == "P17"}
-    kept = build_mixed_dataset(cities, n_pairs=80, seed=7, complete_bridges=False)
+    kept = build_mixed_dataset(cities, n_pairs=80, seed=7, complete_middles=False)
     assert [dict(t.dictionary) for t in kept.tasks if not isinstance(t, TwoHopTask)] == \
         [dict(t.dictionary) for t in embedded_tasks(relations=["P36", "P38", "P17"], n_pairs=80,
                                                     seed=7)]
@@ -162,7 +163,7 @@ def test_complete_bridges_adds_exactly_the_missing_bridge_facts():
     assert list(p282.items())[:plain[1].n_pairs] == list(plain[1].dictionary.items())
     assert added == {m: pool[m] for m in p37.values()
                      if m in pool and m not in plain[1].dictionary}
-    assert done.tasks[1].meta["added_bridges"] == len(added) > 0
+    assert done.tasks[1].meta["added_middles"] == len(added) > 0
     # every official language with a script in the pool now composes
     assert done.tasks[2].n_pairs == sum(m in pool for m in p37.values()) > 0
 
@@ -202,7 +203,7 @@ def test_held_out_compositions_have_seen_hops_and_are_never_trained(split_unit):
                 np.nonzero(ds.is_test & (ds.task == k))[0].tolist()
     for h in held:
         t = ds.tasks[names[h.task]]
-        assert (h.first.object, h.second.subject, h.second.object) == (h.bridge, h.bridge, h.object)
+        assert (h.first.object, h.second.subject, h.second.object) == (h.middle, h.middle, h.object)
         assert t.dictionary[h.subject] == h.object and h == ds.supports(h.task, h.subject)
         # both hops are single-hop training facts, in every template of their task
         for f in (h.first, h.second):
@@ -239,9 +240,9 @@ def _old_selection(ds):
     return held
 
 
-def test_the_old_split_held_out_compositions_that_copying_the_bridge_answers():
+def test_the_old_split_held_out_compositions_that_copying_the_middle_entity_answers():
     """An entity is its name: the script "Arabic" is the language "Arabic", so Morocco → Arabic
-    → Arabic answers with its bridge, and its first hop (Morocco, Arabic) is a training
+    → Arabic answers with its middle entity, and its first hop (Morocco, Arabic) is a training
     sentence.  At the two-hop experiment's default size (60 pairs, 3 templates) the old
     selection held out 2 such compositions of 24, and 9 of 80 at 200 pairs."""
     chains = {("P17", "P36"): TEMPLATES[("P17", "P36")],
@@ -250,7 +251,7 @@ def test_the_old_split_held_out_compositions_that_copying_the_bridge_answers():
         ds = build_mixed_dataset(chains, n_pairs=n_pairs, n_templates=3, seed=0)
         old = _old_selection(ds)
         assert len(old) == n_held
-        assert sum(t.dictionary[s] == t.bridge(s) for t, s in old) == leaked
+        assert sum(t.dictionary[s] == t.middle(s) for t, s in old) == leaked
         # the same selection, drawn by the dataset when asked to hold copyable ones out
         again = MixedKnowledgeDataset(ds.tasks, seed=0, hold_out_copyable=True)
         assert [(h.task, h.subject) for h in again.held_out_compositions()] == \
@@ -264,13 +265,13 @@ def test_no_held_out_composition_can_be_copied_from_its_question_or_first_hop(n_
               ("P37", "P282"): TEMPLATES[("P37", "P282")]}
     ds = build_mixed_dataset(chains, n_pairs=n_pairs, n_templates=3, seed=0)
     held = ds.held_out_compositions()
-    assert held and all(h.object not in (h.bridge, h.subject) for h in held)
+    assert held and all(h.object not in (h.middle, h.subject) for h in held)
     stats = ds.split_stats()
     assert stats["n_copyable_held_out"] == 0 and stats["n_copyable_compositions"] > 10
     # the copyable compositions exist, and stay training compositions
     script = next(t for t in ds.two_hop_tasks if t.name == "P282∘P37")
     copy = ds.copyable(script.name)
-    assert copy and all(script.dictionary[s] in (s, script.bridge(s)) for s in copy)
+    assert copy and all(script.dictionary[s] in (s, script.middle(s)) for s in copy)
     k = [t.name for t in ds.tasks].index(script.name)
     subjects = list(script.dictionary)
     for s in copy:

@@ -44,9 +44,9 @@ def test_every_two_hop_verdict_is_one_the_ledger_allows_for_an_x_claim():
     assert {"holds by definition", "not supported", "inconclusive"} <= set(OUR_VERDICTS)
 
 
-# held-out: model − control, model − majority, model − copy the bridge (mean, low, high)
+# held-out: model − control, model − majority, model − copy the middle entity (mean, low, high)
 BEATS = dict(vs_control=(0.20, 0.08, 0.32), vs_majority=(0.30, 0.18, 0.42),
-             vs_copy_bridge=(0.70, 0.60, 0.80), n_compositions=21, hops_learned=0.95)
+             vs_copy_middle=(0.70, 0.60, 0.80), n_compositions=21, hops_learned=0.95)
 
 
 def test_held_out_must_beat_the_control_and_both_shortcuts():
@@ -62,11 +62,11 @@ def test_held_out_must_beat_the_control_and_both_shortcuts():
     assert open_.verdict == "inconclusive" and "one-layer control" in open_.reason
     # a resolved loss decides even when another comparison is open
     assert r.held_out_composes(**{**BEATS, "vs_control": (0.04, -0.06, 0.14),
-                                  "vs_copy_bridge": (-0.3, -0.4, -0.2)}).verdict == \
+                                  "vs_copy_middle": (-0.3, -0.4, -0.2)}).verdict == \
         "not supported"
     # undecidable: untrained models tie at 0 on everything -- no evidence either way
     untrained = r.held_out_composes(vs_control=(0.0, 0.0, 0.0), vs_majority=(-0.5, -0.8, -0.2),
-                                    vs_copy_bridge=(0.0, 0.0, 0.0), n_compositions=14,
+                                    vs_copy_middle=(0.0, 0.0, 0.0), n_compositions=14,
                                     hops_learned=0.02)
     assert untrained.verdict == "inconclusive" and "learned too little" in untrained.reason
     with pytest.raises(ValueError, match="vs_majority"):
@@ -82,7 +82,7 @@ def test_held_out_reads_paired_differences():
     facts = np.repeat(np.arange(20), 3)                     # 20 compositions, 3 templates
     two = (rng.random((2, 60)) < 0.8).astype(float)
     d = paired_difference(two.mean(1), two.mean(1), test=shared_sampling_error(two - two, facts))
-    same = r.held_out_composes(d, BEATS["vs_majority"], BEATS["vs_copy_bridge"], 20, 0.9)
+    same = r.held_out_composes(d, BEATS["vs_majority"], BEATS["vs_copy_middle"], 20, 0.9)
     assert same.verdict == "not supported"                   # identical to the control
 
 

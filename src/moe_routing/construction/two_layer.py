@@ -3,8 +3,8 @@
 A two-hop task t asks for Δ₂(Δ₁(s)) (:mod:`moe_routing.knowledge.two_hop`).  The one-layer
 construction (:func:`.build.build_moe`) can answer it only by treating Δ₂ ∘ Δ₁ as a dictionary
 of its own: one semantic neuron per composed fact.  Two layers can *compose* instead: layer 1
-looks up the bridge m = Δ₁(s), layer 2 looks up Δ₂(m).  Every lookup neuron then belongs to one
-single-hop fact, so expert sizes are additive in the single-hop tasks.
+looks up the middle entity m = Δ₁(s), layer 2 looks up Δ₂(m).  Every lookup neuron then
+belongs to one single-hop fact, so expert sizes are additive in the single-hop tasks.
 
 The construction (step numbers as in :mod:`.build`, whose parts are reused unchanged):
 
@@ -59,10 +59,10 @@ found the gate, so a property of the dataset's structural codes -- and on η and
 hop's gate must be ≥ 1 at the object slots of its two-hop tasks too, and a large spread makes
 A_k·η reach 1 (v_lo ≤ 0); its refusal names the task and the object slots where the gate is
 largest and smallest, and says below which ``eta`` the margins hold (the gates do not depend
-on η), or that ``max_coherence`` must come down first.  An entity that is the bridge of chains
-with different second hops is fine (the layer-2 route, not the bridge, picks the hop); a
-prefix shared by templates with different first hops is fine before the object slot (junction
-expert) and refused at it by (H-obj).
+on η), or that ``max_coherence`` must come down first.  An entity that is the middle entity of
+chains with different second hops is fine (the layer-2 route, not the middle entity, picks the
+hop); a prefix shared by templates with different first hops is fine before the object slot
+(junction expert) and refused at it by (H-obj).
 
 Where the code is: this module builds the model (:func:`build_two_layer`) and compares it with
 the one-layer construction (:func:`compare_sizes`); the routes of both layers and the
@@ -92,13 +92,13 @@ from .parts import ConstructionParts
 from .refusals import HypothesisUndecided
 from .separators import (DETECTOR_FIT, GATE_FIT, LP_TIME_LIMIT, ROUTER_FIT, FitDidNotConverge,
                          FitSettings, NotSeparable, fit_gate)
-from .two_layer_parts import BridgeNeuron, HopNeuron, TwoLayerLayout, TwoLayerReport
+from .two_layer_parts import HopNeuron, MiddleNeuron, TwoLayerLayout, TwoLayerReport
 from .two_layer_routing import TwoLayerHypothesisFails, _fit_router, _kind_of, _labels
 
 
-def _layer1_expert(parts, k, rows, is_bridge, settings, lp_time_limit):
+def _layer1_expert(parts, k, rows, writes_middle, settings, lp_time_limit):
     """Gate σ_k over the nodes ``rows`` routed to task k's expert (hypothesis (H-gate1)), then its syntactic
-    neurons and one (bridge) semantic neuron per entry of Δ_k."""
+    neurons and one semantic neuron per entry of Δ_k (a :class:`MiddleNeuron` for a first hop)."""
     nodes, tok = parts.nodes, parts.ds.tokenizer
     obj = np.array([any(OBJECT_SLOT in nx for nx in nodes.next[u].values()) for u in rows])
     try:
@@ -122,7 +122,7 @@ def _layer1_expert(parts, k, rows, is_bridge, settings, lp_time_limit):
     B = 2.0
     A = 2.0 * B * (0.5 + gate.spread) / (1.0 - parts.mu)
     C = -A - B / 2.0
-    cls = BridgeNeuron if is_bridge else SemanticNeuron
+    cls = MiddleNeuron if writes_middle else SemanticNeuron
     sem = [cls(A, parts.codes[a - parts.e0], B * gate.w, C + B * gate.c, parts.codes[b - parts.e0])
            for a, b in parts.ds.dictionary_ids(k)]
     return syn, sem, gate, A
@@ -165,7 +165,7 @@ def _check_margins(parts, single, gates, hop1, first_hops, spreads, scales, eta,
     if v_lo <= mu * v_hi:
         e = h
         what = (f"(i) v_lo = 1 − A·η = {v_lo:.3g} ≤ μ·v_hi = {mu * v_hi:.3g}: MID = v₁·c(m) "
-                f"cannot tell the bridge m from another entity in layer 2")
+                f"cannot tell the middle entity m from another entity in layer 2")
     elif not mu * _v2_hi(v_lo, v_hi, mu) < 1.0:          # ⇔ v_lo ≤ q, up to rounding
         e = h
         v2_hi = _v2_hi(v_lo, v_hi, mu)
@@ -260,7 +260,7 @@ def build_two_layer(dataset, eps: float = 1e-4, *, rho: float = 0.5, eta: float 
     junction = junction_circuit(parts)
     layer1.append(junction)
     syn_n.append(len(junction))
-    # constants: the one-layer margin D₁ = v_min − i_max, the bridge's activation range
+    # constants: the one-layer margin D₁ = v_min − i_max, the middle entity's activation range
     v_min = min(1.0, 1.0 - max(scales, default=0.0) * eta, 1.0 - 2.0 * eta)
     i_max = max(((1.0 + 2.0 * s) * parts.mu for s in spreads), default=0.0)
     D1 = v_min - i_max
@@ -315,7 +315,7 @@ def build_two_layer(dataset, eps: float = 1e-4, *, rho: float = 0.5, eta: float 
         eps=eps, beta=beta, gamma=gamma, eta=eta, mu=mu, v_min=v_min, i_max=i_max, v_lo=v_lo,
         v_hi=v_hi, theta=theta, hop_scale=A2, v2_hi=v2_hi, layout=lay, single=single,
         expert_names=names, first_hop=first, second_hop=second, syntactic=syn_n,
-        semantic=sem_n, bridge=[e in first_hops for e in range(J)],
+        semantic=sem_n, writes_middle=[e in first_hops for e in range(J)],
         hop_neurons=s2[:J], layer1_sizes=s1, layer2_sizes=s2, gate_spread=spreads,
         route1=lab1, route2=lab2, nodes=nodes, codes=parts.codes,
         router_fits=[r1[2], r2[2]], build_seconds=time.perf_counter() - t0)

@@ -1,8 +1,8 @@
 """What a two-layer model is made of, and what its build reports.
 
 The residual layout of the two-layer construction (:class:`TwoLayerLayout`: the one-layer
-:class:`.layout.Layout` and the bridge block ``MID``), the two neuron kinds it adds to those of
-:mod:`.circuits` (:class:`BridgeNeuron` in layer 1, :class:`HopNeuron` in layer 2), and
+:class:`.layout.Layout` and the middle-entity block ``MID``), the two neuron kinds it adds to
+those of :mod:`.circuits` (:class:`MiddleNeuron` in layer 1, :class:`HopNeuron` in layer 2), and
 :class:`TwoLayerReport`, the constants, routes and sizes :func:`.two_layer.build_two_layer`
 returns.  They are apart from the build so that the verification (:mod:`.two_layer_verify`)
 reads the report without importing the build.
@@ -21,7 +21,7 @@ from .layout import Layout
 
 @dataclass(frozen=True)
 class TwoLayerLayout:
-    """The one-layer :class:`.layout.Layout` followed by ``MID`` (d_c): the bridge's code,
+    """The one-layer :class:`.layout.Layout` followed by ``MID`` (d_c): the middle entity's code,
     written by layer 1 and read by layer 2 only (``W_U`` never reads it)."""
 
     base: Layout
@@ -46,7 +46,7 @@ class TwoLayerLayout:
 
 
 @dataclass(frozen=True, eq=False)
-class BridgeNeuron(SemanticNeuron):
+class MiddleNeuron(SemanticNeuron):
     """A step-5 semantic neuron of a first-hop task: writes c(b) into ``MID`` as well as into
     ``OUT_VAL`` (same input side, so one neuron serves single-hop queries and hop 1)."""
 
@@ -62,11 +62,11 @@ class HopNeuron:
 
     scale: float                      # A₂
     bias: float                       # C₂ = −A₂θ
-    bridge_code: np.ndarray           # (d_c,) c(m)
+    middle_code: np.ndarray           # (d_c,) c(m)
     value_code: np.ndarray            # (d_c,) γ·c(o)
 
     def write(self, w1, b1, w2, j, layout) -> None:
-        w1[layout.block("MID"), j] = torch.as_tensor(self.scale * self.bridge_code,
+        w1[layout.block("MID"), j] = torch.as_tensor(self.scale * self.middle_code,
                                                      dtype=torch.float32)
         b1[j] = self.bias
         w2[j, layout.block("OUT_VAL")] = torch.as_tensor(self.value_code, dtype=torch.float32)
@@ -99,7 +99,7 @@ class TwoLayerReport:
     second_hop: dict                # two-hop task index -> its second hop's expert
     syntactic: list                 # per layer-1 expert (junction last)
     semantic: list                  # per single-hop expert: |Δ_k|
-    bridge: list                    # per single-hop expert: writes MID (k is a first hop)
+    writes_middle: list             # per single-hop expert: writes MID (k is a first hop)
     hop_neurons: list               # per single-hop expert: layer-2 neurons
     layer1_sizes: list
     layer2_sizes: list
@@ -122,7 +122,7 @@ class TwoLayerReport:
         for e, name in enumerate(self.expert_names[:-1]):
             rows.append(dict(task=name, n_pairs=self.semantic[e], syntactic=self.syntactic[e],
                              layer1=self.layer1_sizes[e], layer2=self.layer2_sizes[e],
-                             first_hop=self.bridge[e], second_hop=self.hop_neurons[e] > 0))
+                             first_hop=self.writes_middle[e], second_hop=self.hop_neurons[e] > 0))
         return rows
 
     @property

@@ -37,7 +37,7 @@ TWO_LAYER_HYPOTHESES = {
                 "every other node: the no-op expert) are linearly separable in the structural "
                 "block",
     "H-margin": "the constants of the layer-1 gates leave every lookup a margin: "
-                "v_lo > μ·v_hi (layer 2 tells the bridge from the other entities), "
+                "v_lo > μ·v_hi (layer 2 tells the middle entity from the other entities), "
                 "μ·v₂_hi < 1 (the object's logit beats the leaked ones) and D₁ = v_min − i_max "
                 "> 0 (the one-layer logit margin), with v_lo = 1 − A_k·η, A_k = 4(1/2 + s_k)/"
                 "(1 − μ) and v_hi = 1 + 2s_k over the first hops k, s_k the spread of k's gate "
@@ -83,7 +83,7 @@ def _kind_of(dataset) -> tuple[list, dict, dict, dict]:
                 missing = [h.name for h, k in zip((task.first, task.second), hops) if k is None]
                 why = (f"hop(s) {missing} not among the dataset's single-hop tasks" if missing
                        else f"{task.first.name} has no fact for {s!r}" if m is None
-                       else f"{task.second.name} has no fact for the bridge {m!r}" if m not in d2
+                       else f"{task.second.name} has no fact for the middle entity {m!r}" if m not in d2
                        else f"{task.second.name}({m!r}) is {d2[m]!r} in the dataset, not {o!r}")
                 rows = np.nonzero((dataset.task == t) & (dataset.pair == p))[0]
                 i = int(rows[0])

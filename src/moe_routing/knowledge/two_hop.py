@@ -7,7 +7,7 @@ is P36 ∘ P17 (city → country → capital).  For tasks 1 and 2,
 
     Δ₂ ∘ Δ₁ = {(s, Δ₂(Δ₁(s))) : s ∈ keys(Δ₁), Δ₁(s) ∈ keys(Δ₂)},
 
-the keys of Δ₁ whose value m (the *bridge*) is a key of Δ₂.  It is again functional, so a
+the keys of Δ₁ whose value m (the *middle entity*) is a key of Δ₂.  It is again functional, so a
 two-hop task -- templates with the wildcards ⋆1, ⋆2 and the dictionary Δ₂ ∘ Δ₁ -- is an ordinary
 :class:`~moe_routing.knowledge.task.KnowledgeTask`: V(w), the prefix trie, the complexity
 c(k) = Σ|τ| + |Δ_k| and every dataset function treat it like any other task.  A
@@ -23,9 +23,9 @@ joins.  Some real chains send a subject to itself: every one for an inverse pair
 sends a capital to itself), the capitals among the cities for P36 ∘ P17 (Rome → Italy → Rome).
 They are listed, with their ``s == o`` compositions counted in ``n_identity``: a test of
 composition should know which of its answers can be copied from the question.  Others send a
-subject to its *bridge*: the script "Arabic" is the language "Arabic" (one name, one entity),
-so Morocco → Arabic → Arabic answers with the first hop's object (``n_bridge``); copying the
-first hop answers those without composing.
+subject to its *middle entity*: the script "Arabic" is the language "Arabic" (one name, one
+entity), so Morocco → Arabic → Arabic answers with the first hop's object (``n_middle``);
+copying the first hop answers those without composing.
 
 Held-out compositions (:class:`MixedKnowledgeDataset`).  The question a two-hop task asks of a
 model is whether it composes facts it knows: a held-out composition (s, o) is one whose two hops
@@ -90,8 +90,8 @@ class Chain:
 
         n_compositions : |Δ₂ ∘ Δ₁| over the relations' whole pools
         n_identity     : compositions with s == o (all of them for an inverse pair)
-        n_bridge       : compositions with o == m, the bridge (P282 ∘ P37: Arabic → Arabic)
-        kinds          : (subject of first, bridge = object of first, object of second), the
+        n_middle       : compositions with o == m, the middle entity (P282 ∘ P37: Arabic → Arabic)
+        kinds          : (subject of first, middle = object of first, object of second), the
                          template file's descriptions; empty strings where a relation has none
     """
 
@@ -100,7 +100,7 @@ class Chain:
     n_compositions: int
     n_identity: int
     kinds: tuple[str, str, str] = ("", "", "")
-    n_bridge: int = 0
+    n_middle: int = 0
 
     @property
     def name(self) -> str:
@@ -143,8 +143,8 @@ def embedded_chains(*, typed: bool = True, min_compositions: int = 1) -> list[Ch
 
     Arguments::
 
-        typed : True (default) keeps the real chains, whose bridge kinds meet (module docstring);
-                False lists every non-empty name join, coincidences included
+        typed : True (default) keeps the real chains, whose kinds meet at the middle entity
+                (module docstring); False lists every non-empty name join, coincidences included
         min_compositions : drop chains with fewer compositions (≥ 1)
     """
     typed = flag("typed", typed)
@@ -233,7 +233,7 @@ class TwoHopTask(KnowledgeTask):
         """(first, second) task names: the dictionary is second ∘ first."""
         return self.first.name, self.second.name
 
-    def bridge(self, subject: str) -> str:
+    def middle(self, subject: str) -> str:
         """m = Δ₁(s), the entity between the two hops of ``subject``."""
         require(subject in self.dictionary, "subject", subject,
                 f"a subject of the two-hop task {self.name!r}")
@@ -242,7 +242,7 @@ class TwoHopTask(KnowledgeTask):
     def supports(self, subject: str) -> tuple[Fact, Fact]:
         """The two single-hop facts (s, m) of ``first`` and (m, o) of ``second`` behind the
         composition of ``subject``."""
-        m = self.bridge(subject)
+        m = self.middle(subject)
         return (Fact(self.first.name, subject, m),
                 Fact(self.second.name, m, self.dictionary[subject]))
 
@@ -292,7 +292,7 @@ def two_hop_task(first: KnowledgeTask, second: KnowledgeTask, templates: Sequenc
         label = f"{second.label or second.name} ∘ {first.label or first.name}"
     return TwoHopTask(name=name, templates=tuple(templates), dictionary=comp, label=label,
                       property_id=None, description=description,
-                      meta=dict(subject=first.meta.get("subject", ""), bridge=obj,
+                      meta=dict(subject=first.meta.get("subject", ""), middle=obj,
                                 object=second.meta.get("object", ""),
                                 hops=(first.name, second.name)),
                       first=first, second=second)

@@ -21,9 +21,10 @@ from .two_hop import Fact, TwoHopTask, two_hop_task
 
 def copyable(task: TwoHopTask, subject: str) -> bool:
     """Whether the composition of ``subject`` in ``task`` answers with an entity of its
-    question or of its first hop: its object is the subject (o = s) or the bridge (o = m)."""
+    question or of its first hop: its object is the subject (o = s) or the middle entity
+    (o = m)."""
     o = task.dictionary[subject]
-    return o == subject or o == task.bridge(subject)
+    return o == subject or o == task.middle(subject)
 
 
 # ---- datasets mixing single-hop and two-hop tasks ------------------------------------------
@@ -38,7 +39,7 @@ class HeldOutComposition:
 
     task: str
     subject: str
-    bridge: str
+    middle: str
     object: str
     first: Fact
     second: Fact
@@ -57,8 +58,8 @@ class MixedKnowledgeDataset(KnowledgeDataset):
        is a test sentence and every sentence of the other compositions a training sentence
        (the unit is the composition whatever ``split_unit`` says, so that the test asks for
        facts never stated).  A composition is *copyable* (:meth:`copyable`) when its object
-       is its subject (o = s) or its bridge (o = m: an entity is its name, so the script
-       "Arabic" is the language "Arabic"); copying the question or the first hop -- a
+       is its subject (o = s) or its middle entity (o = m: an entity is its name, so the
+       script "Arabic" is the language "Arabic"); copying the question or the first hop -- a
        training sentence -- answers it without composing, so it stays in training.
        ``hold_out_copyable=True`` draws from every composition (the selection before the
        leak was found: round(test_fraction · |Δ_k|) of them, the same permutation);
@@ -179,7 +180,7 @@ class MixedKnowledgeDataset(KnowledgeDataset):
         names = {x.name: j for j, x in enumerate(self.tasks)}
         sup = np.concatenate([self._sentences_of(names[f.task], f.subject) for f in (f1, f2)])
         sup = np.unique(sup[~self.is_test[sup]])
-        return HeldOutComposition(task=t.name, subject=subject, bridge=f1.object,
+        return HeldOutComposition(task=t.name, subject=subject, middle=f1.object,
                                   object=f2.object, first=f1, second=f2,
                                   test_sentences=tuple(self._sentences_of(k, subject).tolist()),
                                   support_sentences=tuple(sup.tolist()))
@@ -229,7 +230,7 @@ class MixedKnowledgeDataset(KnowledgeDataset):
 def build_mixed_dataset(two_hop: Mapping[tuple[str, str], Sequence[str]], *,
                         relations: Sequence[str] = (), n_pairs: int = 200, n_templates: int = 5,
                         seed: int = 0, test_fraction: float = 0.2, split_unit: str = "sentence",
-                        complete_bridges: bool = True) -> MixedKnowledgeDataset:
+                        complete_middles: bool = True) -> MixedKnowledgeDataset:
     """A mixed dataset from the embedded knowledge base.
 
     Arguments::
@@ -239,13 +240,14 @@ def build_mixed_dataset(two_hop: Mapping[tuple[str, str], Sequence[str]], *,
         relations : further single-hop relations to include; the hops are always included
         n_pairs, n_templates, seed : as in :func:`~moe_routing.knowledge.build_dataset` (the
                     single-hop tasks are the same ``embedded_tasks``), the seed also drives the split
-        complete_bridges : True (default) adds to the second hop of each chain, after its own
-                    sample, the facts (m, Δ₂(m)) of the bridges m of the first hop's sample that
-                    the sample missed (so its dictionary can exceed ``n_pairs``; ``meta
-                    ["added_bridges"]`` counts them).  Why: two independent samples of n pairs
-                    share few bridges when the second relation is large (80 of 243 countries'
-                    official languages meet 80 of 635 languages' scripts in a handful of
-                    languages, often none), and the composition would be small or empty.
+        complete_middles : True (default) adds to the second hop of each chain, after its own
+                    sample, the facts (m, Δ₂(m)) of the middle entities m of the first hop's
+                    sample that the sample missed (so its dictionary can exceed ``n_pairs``;
+                    ``meta["added_middles"]`` counts them).  Why: two independent samples of n
+                    pairs share few middle entities when the second relation is large (80 of
+                    243 countries' official languages meet 80 of 635 languages' scripts in a
+                    handful of languages, often none), and the composition would be small or
+                    empty.
                     False keeps the samples as they are (an empty composition is refused).
                     Chains are completed in the order of ``two_hop``.
     """
@@ -262,14 +264,14 @@ def build_mixed_dataset(two_hop: Mapping[tuple[str, str], Sequence[str]], *,
     extra = sequence("relations", relations, "a sequence of embedded relation ids",
                      nonempty=False)
     seed, test_fraction, split_unit = split_arguments(seed, test_fraction, split_unit)
-    complete_bridges = flag("complete_bridges", complete_bridges)
+    complete_middles = flag("complete_middles", complete_middles)
     wanted = set(extra) | {r for key in two_hop for r in key}
     unknown = sorted(r for r in wanted if r not in ids)
     require(not unknown, "relations", unknown, "embedded relation ids: " + ", ".join(ids))
     single = embedded_tasks(n_pairs=n_pairs, seed=seed, n_templates=n_templates,
                             relations=[r for r in ids if r in wanted])
     by_name = {t.name: t for t in single}
-    if complete_bridges:
+    if complete_middles:
         for a, b in two_hop:
             second, pool = by_name[b], relation_pool(b)
             add = {m: pool[m] for m in by_name[a].dictionary.values()
@@ -277,7 +279,7 @@ def build_mixed_dataset(two_hop: Mapping[tuple[str, str], Sequence[str]], *,
             if add:
                 by_name[b] = dataclasses.replace(
                     second, dictionary={**second.dictionary, **add},
-                    meta=dict(second.meta, added_bridges=second.meta.get("added_bridges", 0)
+                    meta=dict(second.meta, added_middles=second.meta.get("added_middles", 0)
                               + len(add)))
         single = [by_name[t.name] for t in single]
     composed = [two_hop_task(by_name[a], by_name[b], tpls) for (a, b), tpls in two_hop.items()]

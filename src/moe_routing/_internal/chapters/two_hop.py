@@ -37,12 +37,12 @@ NAMES = {"ce": "CE", "ce+lb": "CE + LB", "ce+router": "CE + task router"}
 
 
 def chain_table(chains) -> pd.DataFrame:
-    """One row per real chain of the knowledge base: the kinds of its subject, bridge and
-    object, its composed facts, how many send a subject to itself (``identity``) and how many
-    answer with their bridge (``o = bridge``): the compositions a copy answers."""
-    return pd.DataFrame([dict(chain=c.name, subject=c.kinds[0], bridge=c.kinds[1],
+    """One row per real chain of the knowledge base: the kinds of its subject, middle entity
+    and object, its composed facts, how many send a subject to itself (``identity``) and how
+    many answer with their middle entity (``o = middle``): the compositions a copy answers."""
+    return pd.DataFrame([dict(chain=c.name, subject=c.kinds[0], middle=c.kinds[1],
                               object=c.kinds[2], compositions=c.n_compositions,
-                              identity=c.n_identity, **{"o = bridge": c.n_bridge})
+                              identity=c.n_identity, **{"o = middle": c.n_middle})
                          for c in chains])
 
 
@@ -59,7 +59,7 @@ def task_table(ds, held) -> pd.DataFrame:
 def shortcut_table(ds, held, parts) -> pd.DataFrame:
     """Each two-hop task's held-out compositions read against both shortcuts: its majority
     answer (the most frequent object among the task's sentences in ``parts.train``) and
-    copying the bridge, as the share of held-out compositions each answers."""
+    copying the middle entity, as the share of held-out compositions each answers."""
     rows = []
     for k_, t_ in enumerate(ds.tasks):
         if not isinstance(t_, TwoHopTask):
@@ -73,8 +73,8 @@ def shortcut_table(ds, held, parts) -> pd.DataFrame:
                      "majority answer": major,
                      "answered by the majority (%)":
                          round(100 * np.mean([h.object == major for h in mine])),
-                     "answered by the bridge (%)":
-                         round(100 * np.mean([h.object == h.bridge for h in mine]))})
+                     "answered by the middle entity (%)":
+                         round(100 * np.mean([h.object == h.middle for h in mine]))})
     return pd.DataFrame(rows)
 
 
@@ -100,14 +100,14 @@ def construction_measured(ver) -> str:
 
 
 def without_second_hop_fact(ds) -> list:
-    """The tasks of ``ds`` with one composed fact's second hop deleted: the fact of the bridge
-    of the first two-hop task's first subject goes from that task's second hop, so (H-hop)
-    fails."""
+    """The tasks of ``ds`` with one composed fact's second hop deleted: the fact of the middle
+    entity of the first two-hop task's first subject goes from that task's second hop, so
+    (H-hop) fails."""
     two = next(t for t in ds.tasks if isinstance(t, TwoHopTask))
     s0 = next(iter(two.dictionary))
-    bridge0 = two.bridge(s0)
+    middle0 = two.middle(s0)
     return [dataclasses.replace(t, dictionary={k: v for k, v in t.dictionary.items()
-                                               if k != bridge0})
+                                               if k != middle0})
             if t.name == two.second.name else t for t in ds.tasks]
 
 
@@ -137,12 +137,13 @@ def n_composed(ds) -> int:
 
 
 def one_layer_table(cmp: dict, ds) -> pd.DataFrame:
-    """Per two-hop task: its composed facts, the distinct bridges they use, and the neurons
-    of the expert the one-layer construction needs for it (``cmp`` of ``compare_sizes``)."""
-    bridges = {t.name: len({t.bridge(s) for s in t.dictionary}) for t in ds.tasks
+    """Per two-hop task: its composed facts, the distinct middle entities they use, and the
+    neurons of the expert the one-layer construction needs for it (``cmp`` of
+    ``compare_sizes``)."""
+    middles = {t.name: len({t.middle(s) for s in t.dictionary}) for t in ds.tasks
                if isinstance(t, TwoHopTask)}
     return pd.DataFrame([dict(task=name, **{"composed facts": v["composed"],
-                                            "distinct bridges": bridges[name],
+                                            "distinct middle entities": middles[name],
                                             "one-layer expert (neurons)": v["one_layer_expert"]})
                          for name, v in cmp["per_two_hop"].items()])
 
@@ -225,7 +226,7 @@ def difference_table(diffs: dict) -> pd.DataFrame:
                           "p-value": f"{diffs[key].p_value:.2g}"}
                          for name, key in (("1 layer, CE + task router", "control"),
                                            ("the majority answer", "majority"),
-                                           ("copying the bridge", "copy_bridge"))])
+                                           ("copying the middle entity", "copy_middle"))])
 
 
 def routing_heatmaps(results, seed: int, ds):

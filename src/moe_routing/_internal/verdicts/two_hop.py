@@ -110,12 +110,12 @@ def additive_sizes(sizes: Sequence[int], sizes_cut: Sequence[int], composed: int
 
 
 @rule
-def held_out_composes(vs_control, vs_majority, vs_copy_bridge, n_compositions: int,
+def held_out_composes(vs_control, vs_majority, vs_copy_middle, n_compositions: int,
                       hops_learned: float, *, min_learned: float = 0.5):
     """X-two-hop-held-out: a two-layer MoE transformer trained with the task-router loss
     answers held-out compositions more often than its one-layer control and than both
     shortcuts a query allows -- the majority answer of its task and the first hop's object
-    (copy the bridge).
+    (copy the middle entity).
 
     Each of the first three arguments is a paired difference ``model − other`` of held-out
     exact match (a :class:`~moe_routing.experiments.accuracy.PairedDifference` or
@@ -137,10 +137,10 @@ def held_out_composes(vs_control, vs_majority, vs_copy_bridge, n_compositions: i
     min_learned = number("min_learned", min_learned, low=0.0, high=1.0)
     d = {name: _difference(name, v) for name, v in (
         ("vs_control", vs_control), ("vs_majority", vs_majority),
-        ("vs_copy_bridge", vs_copy_bridge))}
+        ("vs_copy_middle", vs_copy_middle))}
     label = {"vs_control": "the one-layer control", "vs_majority": "the majority answer",
-             "vs_copy_bridge": "copying the bridge"}
-    short = {"vs_control": "control", "vs_majority": "majority", "vs_copy_bridge": "bridge"}
+             "vs_copy_middle": "copying the middle entity"}
+    short = {"vs_control": "control", "vs_majority": "majority", "vs_copy_middle": "middle"}
     txt = ("held-out exact match, model − " + ", − ".join(f"{short[k]} {_dv(v)}"
                                                          for k, v in d.items())
            + f" ({n_compositions} held-out compositions)")

@@ -28,8 +28,11 @@ from ..task_routing.config import NestedConfig, code_fingerprint
 #: version of the result format and of the measurement code; part of every cache key
 #: (2: the configuration nests the library's MoEShape and TrainSchedule; the objective, seed,
 #: device and amp are the run's own fields; 3: copyable compositions are never held out, the
-#: copy-the-bridge baseline, per-sentence correctness and intervals clustered by fact)
-RESULT_VERSION = 3
+#: baseline that copies the first hop's object, per-sentence correctness and intervals
+#: clustered by fact; 4: that baseline's keys are renamed after the middle entity m of
+#: s → m → o, copy_middle_baseline and copy_middle_correct -- bumped so that a version-3 file,
+#: which lacks the new keys, is ignored as another version, not refused as unreadable)
+RESULT_VERSION = 4
 
 #: depths a run may have: one layer (paper A's model) or one layer per hop
 LAYERS = (1, 2)

@@ -197,22 +197,22 @@ def evaluate_two_hop(model, ds, parts: TwoHopSplit, n_experts: int) -> dict:
     is_major = np.array([obj_held[i] == majority[task_held[i]] for i in range(len(held))],
                         dtype=bool)
     subj_held = held.tokens[torch.arange(len(held)), held.subject_pos].numpy()
-    # copy the bridge: answer with the first hop's object m, a training fact
-    bridge = np.array([ds.tokenizer.entity_id(ds.tasks[k].bridge(
+    # copy the middle entity: answer with the first hop's object m, a training fact
+    middle = np.array([ds.tokenizer.entity_id(ds.tasks[k].middle(
         list(ds.tasks[k].dictionary)[p])) for k, p in zip(task_held, held.pair.numpy())],
         dtype=np.int64)
-    is_bridge = bridge == obj_held
+    is_middle = middle == obj_held
     pair_key = held_facts
     comps = np.unique(pair_key)
     nan = float("nan")
     out.update(
         majority_baseline=float(is_major.mean()) if len(held) else nan,
         majority_correct=is_major.astype(int).tolist(),
-        copy_bridge_baseline=float(is_bridge.mean()) if len(held) else nan,
-        copy_bridge_correct=is_bridge.astype(int).tolist(),
+        copy_middle_baseline=float(is_middle.mean()) if len(held) else nan,
+        copy_middle_correct=is_middle.astype(int).tolist(),
         accuracy_non_majority=_scored(held_ok[~is_major], held_facts[~is_major]),
         identity_fraction=float((subj_held == obj_held).mean()) if len(held) else nan,
-        copyable_fraction=float(((subj_held == obj_held) | is_bridge).mean())
+        copyable_fraction=float(((subj_held == obj_held) | is_middle).mean())
         if len(held) else nan,
         composition_accuracy=float(np.mean([held_ok[pair_key == c].all() for c in comps]))
         if comps.size else float("nan"),

@@ -35,12 +35,12 @@ What is measured (exact match of the greedy next token at the object, as in
 * the base rates a held-out score must be read against: ``majority_baseline`` (the accuracy of
   answering, for every query of a two-hop task, the object most frequent among that task's
   training sentences: city → country → capital is dominated by a few countries),
-  ``copy_bridge_baseline`` (answering with the first hop's object m, a training fact: right
+  ``copy_middle_baseline`` (answering with the first hop's object m, a training fact: right
   exactly when o = m), each with its per-sentence ``*_correct``, and
   ``accuracy_non_majority`` (exact match on the held-out queries whose object is *not* the
   majority one); ``identity_fraction`` (held-out queries whose object is their subject) and
-  ``copyable_fraction`` (whose object is their subject or their bridge: 0 by construction of
-  the split); ``composition_accuracy`` (held-out compositions answered in every template);
+  ``copyable_fraction`` (whose object is their subject or their middle entity: 0 by
+  construction of the split); ``composition_accuracy`` (held-out compositions answered in every template);
 * ``routing`` — one entry per layer, at the position that predicts the object: for the two-hop
   queries labelled by their hop-h task (h = 1, 2), ``designated_fraction`` (routed to the hop's
   designated expert ``task mod E``, what ``ce+router`` asks for), ``reuse_fraction`` (routed to
@@ -260,7 +260,7 @@ def two_hop_frame(results: Sequence[dict]):
             row[f"{name}_low"] = s["interval"]["low"] if s["interval"] else nan
             row[f"{name}_high"] = s["interval"]["high"] if s["interval"] else nan
         row.update(n_held_out=r["held_out"]["n"], majority_baseline=r["majority_baseline"],
-                   copy_bridge_baseline=r["copy_bridge_baseline"],
+                   copy_middle_baseline=r["copy_middle_baseline"],
                    copyable_fraction=r["copyable_fraction"],
                    held_out_non_majority=r["accuracy_non_majority"]["accuracy"],
                    composition_accuracy=r["composition_accuracy"],
@@ -327,9 +327,9 @@ def two_hop_cells(results: Sequence[dict]):
     """One row per (n_layers, objective): the mean over seeds of each accuracy with the
     half-width of its :func:`~moe_routing.experiments.accuracy.accuracy_interval` (the seed
     spread and the test set's error *clustered by fact* -- for the held-out queries, by
-    composition), the mean baselines (majority, copy the bridge), the training exact match on
-    the single-hop sentences, and the reuse shares with their half-widths -- the table the
-    1-vs-2-layer comparison is read from."""
+    composition), the mean baselines (majority, copy the middle entity), the training exact
+    match on the single-hop sentences, and the reuse shares with their half-widths -- the table
+    the 1-vs-2-layer comparison is read from."""
     import pandas as pd
 
     frame = two_hop_frame(results)
@@ -341,7 +341,7 @@ def two_hop_cells(results: Sequence[dict]):
         for name in ("single_hop", "two_hop_seen", "held_out"):
             iv = _cell_interval(runs, name)
             row[name], row[f"{name}_half_width"] = iv.mean, iv.half_width
-        for col in ("majority_baseline", "copy_bridge_baseline", "copyable_fraction"):
+        for col in ("majority_baseline", "copy_middle_baseline", "copyable_fraction"):
             row[col] = float(g[col].mean())
         row["held_out_non_majority"] = float(g["held_out_non_majority"].mean())
         row["train_single_hop"] = float(g["train_single_hop"].mean())
@@ -362,7 +362,7 @@ def held_out_differences(results: Sequence[dict], n_layers: int = 2,
     cell and the two baselines, as :class:`~moe_routing.experiments.accuracy.PairedDifference` s (fractions):
 
     * ``control`` -- model − control, paired by seed (the seeds both cells have);
-    * ``majority`` and ``copy_bridge`` -- model − baseline (each baseline is one fixed answer
+    * ``majority`` and ``copy_middle`` -- model − baseline (each baseline is one fixed answer
       per query, the same for every seed).
 
     The test set's term is that of the per-sentence differences clustered by composition and
@@ -397,7 +397,7 @@ def held_out_differences(results: Sequence[dict], n_layers: int = 2,
         return shared_sampling_error(c, facts)
 
     out = dict(control=paired_difference(a.mean(1), b.mean(1), test=diff(a - b)))
-    for name in ("majority", "copy_bridge"):
+    for name in ("majority", "copy_middle"):
         base_row = np.array(model[0][f"{name}_correct"], dtype=float)
         out[name] = paired_difference(a.mean(1), np.full(len(seeds), base_row.mean()),
                                       test=diff(a - base_row))

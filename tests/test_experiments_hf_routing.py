@@ -21,15 +21,24 @@ from moe_routing.experiments.hf_routing import runs as hr
 from moe_routing.experiments.task_routing.config import ExperimentConfig
 from moe_routing.experiments.task_routing.data import experiment_dataset
 from moe_routing.experiments.hf_routing import measure
+from moe_routing.experiments.grid import GridSession
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
                                 reason="transformers is not installed (the 'hf' extra)")
 
-TINY = hr.MixtralSize(hidden_size=16, intermediate_size=16, n_layers=2, n_heads=2, top_k=2,
-                      steps=12, batch_size=32, lr=0.01)
+TINY = dict(d_model=16, d_expert=16, n_layers=2, n_heads=2, top_k=2, steps=12, batch_size=32,
+            lr=0.01)
 CFG = ExperimentConfig.from_flat(n_tasks=3, n_experts=3, objective="ce", n_relations=6, n_pairs=8,
                        n_templates=3, d_model=16, n_heads=2, d_expert=16, steps=20,
                        batch_size=32, lr=0.01, device="cpu")
+RUNS = hr.mixtral_runs(CFG.data, CFG.n_experts, [0, 1], **TINY)
+
+
+def experiment_in_process(runs, folder):
+    """The experiment with its grid in this process (one worker), where a test's stub of the
+    training function is seen."""
+    with GridSession(None, 1) as session:
+        return hr.hf_routing_experiment(runs, folder, session=session)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +52,7 @@ def experiment(ds, tmp_path_factory):
     torch.set_num_threads(1)
     try:
         folder = tmp_path_factory.mktemp("hf_routing")
-        first = hr.hf_routing_experiment(ds, CFG.n_experts, seeds=[0, 1], size=TINY,
-                                         artifacts_dir=folder)
+        first = experiment_in_process(RUNS, folder)
         return folder, first
     finally:
         torch.set_num_threads(old)
@@ -75,9 +83,10 @@ def test_the_shapes_are_objective_by_layer_by_seed(experiment, ds):
 @pytest.mark.training
 def test_a_run_agrees_with_a_direct_computation(ds):
     torch.set_num_threads(1)
-    cfg = TINY.mixtral_config(ds.vocab_size, ds.seq_len, CFG.n_experts)
-    r = hf.train_hf_moe(cfg, ds, "ce+router", steps=TINY.steps, seed=0,
-                        batch_size=TINY.batch_size, lr=TINY.lr)
+    run = RUNS[0].replace(objective="ce+router")
+    r = hf.train_hf_moe(run.mixtral_config(ds.vocab_size, ds.seq_len), ds, "ce+router",
+                        steps=run.train.steps, seed=0, batch_size=run.train.batch_size,
+                        lr=run.train.lr)
     layers = hr.measure_hf_model(r.model, ds, w_star=0.1)
     test = hf.knowledge_batch(ds, r.model, "test")
     logits = hf.collect_router_logits(r.model, test.input_ids, test.attention_mask)
@@ -114,36 +123,56 @@ def test_a_second_call_reads_the_cache_and_another_config_does_not(experiment, d
         raise AssertionError("trained again")
 
     monkeypatch.setattr(hf, "train_hf_moe", no_training)
-    again = hr.hf_routing_experiment(ds, CFG.n_experts, seeds=[0, 1], size=TINY,
-                                     artifacts_dir=folder)
+    again = experiment_in_process(RUNS, folder)
     assert all(r.cached for r in again.runs)
     assert again.cells == first.cells and again.exact_match == first.exact_match
-    with pytest.raises(AssertionError, match="trained again"):
-        hr.train_and_measure(ds, "ce", 0, CFG.n_experts, hr.MixtralSize(
-            hidden_size=16, intermediate_size=16, steps=13, batch_size=32), artifacts_dir=folder)
+    with pytest.raises(Exception, match="trained again"):           # another configuration
+        experiment_in_process([r.replace(steps=13) for r in RUNS], folder)
+    with pytest.raises(Exception, match="trained again"):           # other data
+        experiment_in_process([r.replace(n_pairs=7) for r in RUNS], folder)
     # a corrupt file is not read as a result: its run is trained again (here: the stub)
     assert json.loads(files[0].read_text())["key"] == files[0].stem
     files[0].write_text("{not json")
-    with pytest.raises(AssertionError, match="trained again"):
-        hr.hf_routing_experiment(ds, CFG.n_experts, seeds=[0, 1], size=TINY,
-                                 artifacts_dir=folder)
+    with pytest.raises(Exception, match="trained again"):
+        experiment_in_process(RUNS, folder)
 
 
 def test_bad_input_is_refused_by_name(ds):
     with pytest.raises(ValueError, match="objectives\\[0\\] = 'lb'"):
-        hr.hf_routing_experiment(ds, 3, objectives=["lb"], size=TINY)
+        hr.mixtral_runs(CFG.data, 3, objectives=["lb"], **TINY)
     with pytest.raises(ValueError, match=r"objective = 'ce\+dense'"):
-        hr.train_and_measure(ds, "ce+dense", 0, 3, TINY)
+        RUNS[0].replace(objective="ce+dense")
     with pytest.raises(ValueError, match="seeds"):
-        hr.hf_routing_experiment(ds, 3, seeds=[0, 0], size=TINY)
-    with pytest.raises(ValueError, match="dataset"):
-        hr.hf_routing_experiment([1, 2], 3, size=TINY)
+        hr.mixtral_runs(CFG.data, 3, seeds=[0, 0], **TINY)
+    with pytest.raises(ValueError, match="data"):
+        hr.mixtral_runs([1, 2], 3, **TINY)
+    with pytest.raises(ValueError, match="configs"):
+        hr.hf_routing_experiment([1, 2])
+    with pytest.raises(ValueError, match="one data part"):
+        hr.hf_routing_experiment([RUNS[0], RUNS[1].replace(n_pairs=7)])
     with pytest.raises(ValueError, match="top_k = 4"):
-        hr.MixtralSize(top_k=4).mixtral_config(ds.vocab_size, ds.seq_len, 3)
-    with pytest.raises(ValueError, match="hidden_size"):
-        hr.MixtralSize(hidden_size=15, n_heads=2)
+        RUNS[0].replace(top_k=4)
+    with pytest.raises(ValueError, match="d_model"):
+        RUNS[0].replace(d_model=15)
     with pytest.raises(ValueError, match="steps = 0"):
-        hr.MixtralSize(steps=0)
+        RUNS[0].replace(steps=0)
+    with pytest.raises(ValueError, match="hidden_size"):
+        hr.mixtral_runs(CFG.data, 3, hidden_size=16)        # Mixtral's name: the knob is d_model
+    for knob, value in (("warmup_steps", 20), ("schedule", "cosine"), ("grad_clip", 1.0)):
+        with pytest.raises(ValueError, match=f"{knob} = .*constant rate"):
+            RUNS[0].replace(**{knob: value})                  # refused, not ignored
+
+
+def test_a_knob_has_the_experiments_name_and_reaches_mixtral():
+    """d_model / d_expert / n_layers / n_heads / n_experts / lb_alpha are the library's names
+    (the shared parts); they become MixtralConfig's arguments."""
+    cfg = RUNS[0].replace(d_model=24, d_expert=12, n_heads=3, lb_alpha=0.05)
+    m = cfg.mixtral_config(vocab_size=50, max_len=9)
+    assert (m["hidden_size"], m["intermediate_size"], m["num_attention_heads"],
+            m["num_key_value_heads"], m["num_local_experts"], m["num_hidden_layers"],
+            m["router_aux_loss_coef"]) == (24, 12, 3, 3, CFG.n_experts, 2, 0.05)
+    assert cfg.key() != RUNS[0].key() and RUNS[0].key() == hr.mixtral_runs(
+        CFG.data, CFG.n_experts, [0, 1], **TINY)[0].key()
 
 
 def test_a_model_without_router_logits_is_refused_by_name(ds):

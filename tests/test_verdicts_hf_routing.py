@@ -138,6 +138,7 @@ def real_comparisons(tmp_path_factory):
 
     if importlib.util.find_spec("transformers") is None:
         pytest.skip("transformers is not installed (the 'hf' extra)")
+    from moe_routing.experiments.grid import GridSession
     from moe_routing.experiments.hf_routing import runs as hr
     from moe_routing.experiments.task_routing.config import ExperimentConfig
     from moe_routing.experiments.task_routing.data import experiment_dataset
@@ -159,7 +160,9 @@ def real_comparisons(tmp_path_factory):
                 acc[o, s] = run_experiment(cfg, folder)["accuracy"]
                 models[o, s] = load_model(cfg, folder)
         lib = hr.library_routing(models, ds, acc)
-        size = hr.MixtralSize(hidden_size=16, intermediate_size=16, steps=40, batch_size=32)
-        return lib, hr.hf_routing_experiment(ds, 3, seeds=[0, 1], size=size)
+        runs = hr.mixtral_runs(base.data, 3, [0, 1], d_model=16, d_expert=16, steps=40,
+                               batch_size=32)
+        with GridSession(None, 1) as session:
+            return lib, hr.hf_routing_experiment(runs, session=session)
     finally:
         torch.set_num_threads(old)

@@ -28,18 +28,19 @@ layer's exact router logits), and measures both models the same way:
   highest upper end of the seeds' own intervals — the larger of the seed spread and the sampling
   error of one test set, as :func:`moe_routing.experiments.accuracy.accuracy_interval` does for accuracies.
 
-Caching: one JSON per (configuration, objective, seed) under ``<artifacts_dir>/hf_routing/``,
-named by a hash of the training key (sizes, objective, seed, w*, a fingerprint of the dataset's
-encoded sentences and split) together with the code that trains and measures
-(:data:`HF_ROUTING_CODE`, the task-routing training code fingerprint) and the transformers
-version; written atomically and read back through
-:func:`moe_routing.experiments.grid.cache.read_cached`, so a re-executed chapter retrains nothing
-and a result of other code or data is never reused.
+A run is a :class:`MixtralRun`, built on the parts every trained experiment shares (the data
+part that draws the dataset, the model's shape, the training schedule), and the runs go through
+the grid runner the training and two-hop grids use (:func:`run_hf_grid`; in a chapter, through
+its :class:`~moe_routing.experiments.grid.GridSession`): as many at once as the cores allow,
+one JSON per run under ``<artifacts_dir>/hf_routing/``, named by a hash of the configuration
+together with the code that trains and measures (:data:`HF_ROUTING_CODE`, the task-routing
+training code fingerprint, which covers the knowledge base, and the transformers version),
+written atomically and read back by key from the artifacts and the session's earlier folders,
+so a re-executed chapter retrains nothing and a result of other code or data is never reused.
 
 The parts: :mod:`.results` (what a run and a comparison hold) and
 :mod:`.measure` (the positions and one model's per-layer measurement); this module
-holds the model's size, the cached runs and their summary over seeds, and imports the names of
-both (``from moe_routing.experiments.hf_routing.runs import ...`` is the one import path).
+holds the run's configuration, the cached runs and their summary over seeds.
 """
 
 from __future__ import annotations
@@ -49,24 +50,32 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from ... import routing_metrics as rm
 from ..._internal.atomic import atomic_write_json
+from ..._internal.runtime import PROFILES
+from ..._internal.validation import (choice, flag, integer, number, require, sequence,
+                                     sequence_of)
+from ...model.config import MoEShape
 from ...model.losses import OBJECTIVES
-from ..._internal.validation import choice, integer, number, require, sequence
-from ..grid.cache import load_cached
+from ...model.train import TrainSchedule
+from ..grid.cache import read_cached
+from ..task_routing import DataConfig
+from ..task_routing.config import NestedConfig
 from .measure import _dataset, _layer_summary, measure_hf_model
 from .results import Interval, LayerRoutingSummary, ObjectiveLayer, RoutingComparison, RoutingRun
 
 log = logging.getLogger(__name__)
 
-#: version of the cached measurement format; part of every cache key
-RESULT_VERSION = 1
+#: version of the cached measurement format; part of every cache key (2: the training key is
+#: the run's configuration in parts, its data part in place of a dataset fingerprint)
+RESULT_VERSION = 2
 #: the code of a run besides the task-routing training code (paths in the package)
 HF_ROUTING_CODE = ("hf", "experiments/hf_routing", "routing_metrics.py", "boundary")
 #: the two contrasts of the training chapter: the task-router objective against each other
@@ -75,45 +84,107 @@ CONTRAST_PAIRS = (("ce+router", "ce"), ("ce+router", "ce+lb"))
 
 # ----------------------------------------------------------------------------- configuration
 @dataclass(frozen=True)
-class MixtralSize:
-    """The Mixtral-style model and its training (sizes ours): ``hidden_size`` (= d_model),
-    ``intermediate_size`` (each expert's width), ``n_layers`` MoE layers, ``n_heads`` (as many
-    key/value heads), ``top_k`` experts per token; ``steps`` AdamW steps of ``batch_size``
-    sentences at ``lr``; ``lb_coef`` the weight of transformers' load-balancing loss in
-    ``ce+lb`` (Mixtral's ``router_aux_loss_coef``), ``router_alpha`` of the task-router loss."""
+class MixtralRun(NestedConfig):
+    """One Mixtral-style run, in the parts every trained experiment shares (sizes ours):
 
-    hidden_size: int = 32
-    intermediate_size: int = 32
-    n_layers: int = 2
-    n_heads: int = 2
+    ``data`` (:class:`~moe_routing.experiments.task_routing.DataConfig`): the tasks of the
+    knowledge base it trains on, drawn as a training run draws them (the training chapter's
+    A-Fig. 2 data part: the same sentences, the same split); ``model``
+    (:class:`~moe_routing.model.MoEShape`): ``n_experts`` per layer (task k's designated expert
+    is ``k mod n_experts``, as in the library's model), ``d_model`` (Mixtral's hidden size),
+    ``d_expert`` (each expert's intermediate size), ``n_layers`` MoE layers, ``n_heads`` (as
+    many key/value heads); ``train`` (:class:`~moe_routing.model.TrainSchedule`): ``steps``
+    AdamW steps of ``batch_size`` sentences at ``lr`` with ``weight_decay``, ``lb_alpha`` the
+    weight of transformers' load-balancing loss in ``ce+lb`` (Mixtral's
+    ``router_aux_loss_coef``), ``router_alpha`` that of the task-router loss -- at a constant
+    rate, without warm-up, clipping or z-loss, as :func:`moe_routing.hf.train_hf_moe` trains
+    (other values are refused, not ignored); and the run's own ``objective``, ``seed``,
+    ``top_k`` experts per token and ``w_star``, the width at which BM is measured.
+
+    ``cfg.d_model`` reads a part's field; :meth:`from_flat` and :meth:`replace` take any
+    part's field by name, so a knob has one name in every trained experiment.
+    """
+
+    data: DataConfig = field(
+        default_factory=lambda: DataConfig(**MixtralRun._DEFAULTS["data"]))
+    model: MoEShape = field(
+        default_factory=lambda: MoEShape(**MixtralRun._DEFAULTS["model"]))
+    train: TrainSchedule = field(
+        default_factory=lambda: TrainSchedule(**MixtralRun._DEFAULTS["train"]))
+    objective: str = "ce"
+    seed: int = 0
     top_k: int = 2
-    steps: int = 200
-    batch_size: int = 64
-    lr: float = 0.01
-    lb_coef: float = 0.02
-    router_alpha: float = 1.0
+    w_star: float = 0.1
+
+    _PARTS: ClassVar[dict[str, type]] = {"data": DataConfig, "model": MoEShape,
+                                         "train": TrainSchedule}
+    _DEFAULTS: ClassVar[dict[str, dict]] = {
+        "data": dict(n_tasks=4, n_relations=8, n_pairs=20, n_templates=5),
+        "model": dict(n_experts=3, d_model=32, d_expert=32, n_layers=2, n_heads=2),
+        "train": dict(steps=200, batch_size=64, lr=0.01, weight_decay=0.0, warmup_steps=0,
+                      schedule="constant", grad_clip=0.0, lb_alpha=0.02, router_alpha=1.0)}
+    #: what train_hf_moe does: the schedule fields it cannot honour must say so
+    _TRAINS_AS: ClassVar[dict] = dict(warmup_steps=0, schedule="constant", grad_clip=0.0,
+                                      z_beta=0.0, epochs=None)
 
     def __post_init__(self):
-        for f in fields(self):
-            v, name = getattr(self, f.name), f"{type(self).__name__}.{f.name}"
-            if f.type in ("int", int):
-                object.__setattr__(self, f.name, integer(name, v, low=1))
-            else:
-                object.__setattr__(self, f.name, number(name, v, low=0, low_open=True))
-        require(self.hidden_size % self.n_heads == 0, "hidden_size", self.hidden_size,
-                f"a multiple of n_heads = {self.n_heads}")
+        name = type(self).__name__
+        self._check_parts()
+        choice(f"{name}.objective", self.objective, OBJECTIVES)
+        object.__setattr__(self, "seed", integer(f"{name}.seed", self.seed, low=0))
+        require(self.model.n_experts >= 2, f"{name}.n_experts", self.model.n_experts,
+                "at least 2 (a router between experts)")
+        require(self.model.entity_codes is None, f"{name}.entity_codes",
+                self.model.entity_codes, "None (Mixtral's entities have learned rows)")
+        object.__setattr__(self, "top_k", integer(f"{name}.top_k", self.top_k, low=1,
+                                                  high=self.model.n_experts))
+        object.__setattr__(self, "w_star", number(f"{name}.w_star", self.w_star, low=0,
+                                                  low_open=True))
+        for k, v in self._TRAINS_AS.items():
+            require(getattr(self.train, k) == v, f"{name}.{k}", getattr(self.train, k),
+                    f"{v!r}: train_hf_moe trains at a constant rate, without warm-up, "
+                    "clipping or z-loss, for a number of steps")
 
-    def mixtral_config(self, vocab_size: int, max_len: int, n_experts: int) -> dict:
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def training_key(self) -> dict:
+        """What determines the trained and measured model: the whole configuration."""
+        return self.as_dict()
+
+    def key(self) -> str:
+        """Cache key: a hash of :meth:`training_key`, :data:`RESULT_VERSION` and the code
+        (:func:`code_fingerprint`: the knowledge base that builds the data part's dataset
+        included), so a result of other code, data or sizes is never reused."""
+        blob = json.dumps({"v": RESULT_VERSION, "code": code_fingerprint(),
+                           **self.training_key()}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        return f"Mixtral-style, {self.objective}, seed {self.seed}"
+
+    def mixtral_config(self, vocab_size: int, max_len: int) -> dict:
         """The arguments of ``transformers.MixtralConfig`` for a dataset's vocabulary and
-        sentence length and ``n_experts`` experts per layer."""
-        n_experts = integer("n_experts", n_experts, low=2)
-        require(self.top_k <= n_experts, "top_k", self.top_k, f"≤ n_experts = {n_experts}")
-        return dict(vocab_size=int(vocab_size), hidden_size=self.hidden_size,
-                    intermediate_size=self.intermediate_size,
-                    num_hidden_layers=self.n_layers, num_attention_heads=self.n_heads,
-                    num_key_value_heads=self.n_heads, num_local_experts=n_experts,
-                    num_experts_per_tok=self.top_k, max_position_embeddings=int(max_len),
-                    router_aux_loss_coef=self.lb_coef)
+        sentence length."""
+        m = self.model
+        return dict(vocab_size=int(vocab_size), hidden_size=m.d_model,
+                    intermediate_size=m.d_expert, num_hidden_layers=m.n_layers,
+                    num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
+                    num_local_experts=m.n_experts, num_experts_per_tok=self.top_k,
+                    max_position_embeddings=int(max_len),
+                    router_aux_loss_coef=self.train.lb_alpha)
+
+
+def mixtral_runs(data: DataConfig, n_experts: int, seeds: Iterable[int] = (0, 1),
+                 objectives=OBJECTIVES, **knobs) -> list[MixtralRun]:
+    """Every objective × seed of one experiment on ``data`` with ``n_experts`` experts per
+    layer; ``knobs``: any field of a part or of the run by name (``d_model=32, steps=1000``)."""
+    require(isinstance(data, DataConfig), "data", type(data).__name__,
+            "a DataConfig (e.g. the training chapter's configuration's .data)")
+    objectives, seeds = _objectives(objectives), _seeds(seeds)
+    n_experts = integer("n_experts", n_experts, low=2)
+    base = MixtralRun.from_flat(**knobs).replace(data=data, n_experts=n_experts)
+    return [base.replace(objective=o, seed=s) for o in objectives for s in seeds]
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -132,19 +203,6 @@ def _seeds(seeds) -> tuple[int, ...]:
 
 
 # ----------------------------------------------------------------------------- the cache
-def dataset_fingerprint(dataset) -> str:
-    """SHA-256 (16 hex) of the dataset's encoded sentences, tasks and train/test split: two
-    datasets with the same fingerprint give every run the same input."""
-    h = hashlib.sha256()
-    for split in ("train", "test"):
-        enc = dataset.encode_split(split)
-        for t in (enc.tokens, enc.task, enc.object_pos, enc.index):
-            h.update(np.ascontiguousarray(t.numpy()).tobytes())
-        h.update(split.encode())
-    h.update(f"{dataset.n_tasks},{dataset.vocab_size},{dataset.seq_len}".encode())
-    return h.hexdigest()[:16]
-
-
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """The code a run depends on: :data:`HF_ROUTING_CODE`, the task-routing training code
@@ -159,71 +217,85 @@ def code_fingerprint() -> str:
                                      tr.__version__]).encode()).hexdigest()[:16]
 
 
-def _training_key(size: MixtralSize, objective: str, seed: int, n_experts: int, w_star: float,
-                  data: str) -> dict:
-    return dict(size=asdict(size), objective=objective, seed=seed, n_experts=n_experts,
-                w_star=w_star, dataset=data)
-
-
-def _key(training_key: dict) -> str:
-    blob = json.dumps({"v": RESULT_VERSION, "code": code_fingerprint(), **training_key},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
 RESULT_KEYS = ("version", "key", "training_key", "exact_match", "train_exact_match", "layers",
                "train_s", "cpu_s")
 
 
-def _run_from(res: dict, cached: bool) -> RoutingRun:
+def result_path(cfg: MixtralRun, folder) -> Path:
+    return Path(folder) / "hf_routing" / f"{cfg.key()}.json"
+
+
+def _read_cached(cfg: MixtralRun, folder) -> tuple[dict | None, str | None]:
+    return read_cached(result_path(cfg, folder), version=RESULT_VERSION, required=RESULT_KEYS,
+                       key=cfg.key(), training_key=cfg.training_key())
+
+
+def routing_run(res: dict, cached: bool | None = None) -> RoutingRun:
+    """The :class:`RoutingRun` of a result (``cached``: as the result's row says, if None)."""
     layers = tuple(LayerRoutingSummary(**{**d, "counts": tuple(tuple(r) for r in d["counts"])})
                    for d in res["layers"])
     tk = res["training_key"]
     return RoutingRun(objective=tk["objective"], seed=tk["seed"],
                       exact_match=res["exact_match"], train_exact_match=res["train_exact_match"],
-                      layers=layers, train_s=res["train_s"], cpu_s=res["cpu_s"], cached=cached)
+                      layers=layers, train_s=res["train_s"], cpu_s=res["cpu_s"],
+                      cached=bool(res.get("cached", False)) if cached is None else cached)
 
 
-def train_and_measure(dataset, objective: str, seed: int, n_experts: int,
-                      size: MixtralSize | None = None, w_star: float = 0.1,
-                      artifacts_dir=None) -> RoutingRun:
-    """One Mixtral-style run: train (:func:`moe_routing.hf.train_hf_moe`) and measure
-    (:func:`measure_hf_model`); with ``artifacts_dir``, read back a usable cached result or
-    write the new one atomically (module docstring)."""
+def run_mixtral(cfg: MixtralRun, artifacts_dir=None, profile: str = "smoke") -> dict:
+    """Train (:func:`moe_routing.hf.train_hf_moe`) and measure (:func:`measure_hf_model`)
+    one run on its data part's dataset; with ``artifacts_dir``, write the result atomically
+    (:func:`result_path`).  ``profile`` is the grid runner's argument (a run is the same in
+    every profile).  A module-level function: the grid's worker processes import it."""
     from ... import hf
+    from ..task_routing import knowledge_dataset
 
-    dataset = _dataset(dataset)
-    objective = choice("objective", objective, OBJECTIVES)
-    seed = integer("seed", seed, low=0)
-    n_experts = integer("n_experts", n_experts, low=2)
-    w_star = number("w_star", w_star, low=0, low_open=True)
-    size = MixtralSize() if size is None else size
-    require(isinstance(size, MixtralSize), "size", type(size).__name__,
-            "a MixtralSize (None: its defaults)")
-    tk = _training_key(size, objective, seed, n_experts, w_star, dataset_fingerprint(dataset))
-    key = _key(tk)
-    path = None
-    if artifacts_dir is not None:
-        path = Path(artifacts_dir) / "hf_routing" / f"{key}.json"
-        res = load_cached(path, version=RESULT_VERSION, required=RESULT_KEYS, key=key,
-                          training_key=tk, log=log, label="hf_routing")
-        if res is not None:
-            return _run_from(res, cached=True)
+    require(isinstance(cfg, MixtralRun), "cfg", type(cfg).__name__, "a MixtralRun")
+    choice("profile", profile, PROFILES)
+    dataset = knowledge_dataset(cfg.data)
     t0, c0 = time.perf_counter(), time.process_time()
-    cfg = size.mixtral_config(dataset.vocab_size, dataset.seq_len, n_experts)
-    r = hf.train_hf_moe(cfg, dataset, objective, steps=size.steps, seed=seed,
-                        batch_size=size.batch_size, lr=size.lr,
-                        lb_coef=size.lb_coef if objective == "ce+lb" else None,
-                        router_alpha=size.router_alpha, log_every=size.steps,
-                        measure_routing=False)
-    layers = measure_hf_model(r.model, dataset, w_star, seed)
-    res = dict(version=RESULT_VERSION, key=key, training_key=tk, exact_match=r.exact_match,
-               train_exact_match=r.train_exact_match, layers=[asdict(x) for x in layers],
-               train_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0,
-               history=r.history)
-    if path is not None:
-        atomic_write_json(path, res)
-    return _run_from(json.loads(json.dumps(res)), cached=False)
+    t = cfg.train
+    r = hf.train_hf_moe(cfg.mixtral_config(dataset.vocab_size, dataset.seq_len), dataset,
+                        cfg.objective, steps=t.steps, seed=cfg.seed, batch_size=t.batch_size,
+                        lr=t.lr, weight_decay=t.weight_decay,
+                        lb_coef=t.lb_alpha if cfg.objective == "ce+lb" else None,
+                        router_alpha=t.router_alpha, log_every=t.steps, measure_routing=False)
+    layers = measure_hf_model(r.model, dataset, cfg.w_star, cfg.seed)
+    res = dict(version=RESULT_VERSION, key=cfg.key(), training_key=cfg.training_key(),
+               exact_match=r.exact_match, train_exact_match=r.train_exact_match,
+               layers=[asdict(x) for x in layers], train_s=time.perf_counter() - t0,
+               cpu_s=time.process_time() - c0, history=r.history)
+    if artifacts_dir is not None:
+        atomic_write_json(result_path(cfg, artifacts_dir), res)
+    return json.loads(json.dumps(res))
+
+
+def run_cost(cfg: MixtralRun) -> float:
+    """A run's relative cost, for the longest-first order of the grid."""
+    return float(cfg.train.steps * cfg.train.batch_size * cfg.model.n_layers)
+
+
+def run_hf_grid(configs: Sequence[MixtralRun], artifacts_dir, profile: str = "smoke",
+                progress: bool = True, workers: int | str | None = None,
+                executor: str | None = None, threads: int | None = None,
+                reuse_from: Sequence = ()) -> list[dict]:
+    """Every run through :mod:`moe_routing.experiments.grid.executor`, reusing cached results:
+    the grid runner every trained experiment shares
+    (:func:`~moe_routing.experiments.grid.runner.run_cached_grid`; the arguments are those of
+    :func:`~moe_routing.experiments.task_routing.runs.run_grid`, so a chapter hands it to
+    :meth:`~moe_routing.experiments.grid.GridSession.run_with`).  One result per
+    configuration, in order, each with ``cached``."""
+    from ..grid.executor import plan
+    from ..grid.runner import CachedRuns, run_cached_grid
+
+    configs = sequence_of("configs", configs, MixtralRun)
+    choice("profile", profile, PROFILES)
+    progress = flag("progress", progress)
+    how = plan(executor, workers, threads=threads, devices=["cpu"])
+    runs = CachedRuns(run=run_mixtral, read=_read_cached, path=result_path,
+                      label=MixtralRun.label, name="Mixtral-style grid", log=log,
+                      cost=run_cost)
+    return run_cached_grid(runs, configs, artifacts_dir, how, reuse_from=reuse_from,
+                           profile=profile, progress=progress)
 
 
 # ----------------------------------------------------------------------------- over seeds
@@ -283,17 +355,23 @@ def summarise(model: str, runs: Sequence[RoutingRun], w_star: float, n_test: int
                              exact_match=tuple(acc))
 
 
-def hf_routing_experiment(dataset, n_experts: int, seeds: Iterable[int] = (0, 1),
-                          size: MixtralSize | None = None, objectives=OBJECTIVES,
-                          w_star: float = 0.1, artifacts_dir=None) -> RoutingComparison:
-    """Train and measure the Mixtral-style model for every objective and seed on ``dataset``
-    (the training chapter's A-Fig. 2 dataset, ``n_experts`` its number of experts: task k's
-    designated expert is ``k mod n_experts`` in both models); cached under ``artifacts_dir``."""
-    dataset = _dataset(dataset)
-    objectives, seeds = _objectives(objectives), _seeds(seeds)
-    runs = [train_and_measure(dataset, o, s, n_experts, size, w_star, artifacts_dir)
-            for o in objectives for s in seeds]
-    return summarise("Mixtral-style", runs, w_star, len(dataset.encode_split("test")))
+def hf_routing_experiment(configs: Sequence[MixtralRun], artifacts_dir=None, *,
+                          session=None, profile: str = "smoke") -> RoutingComparison:
+    """Train (or read back) and measure every run of ``configs`` (:func:`mixtral_runs`: every
+    objective × seed on one data part) and summarise them over seeds.  ``session``: a
+    :class:`~moe_routing.experiments.grid.GridSession` whose backend and cached-run folders
+    the grid uses (None: :func:`run_hf_grid`'s defaults); cached under ``artifacts_dir``."""
+    from ..task_routing import knowledge_dataset
+
+    configs = sequence_of("configs", configs, MixtralRun)
+    require(len({c.data for c in configs}) == 1 and len({c.w_star for c in configs}) == 1,
+            "configs", sorted({(c.data.n_tasks, c.w_star) for c in configs}),
+            "runs on one data part at one w_star (one comparison)")
+    rows = (run_hf_grid(configs, artifacts_dir, profile=profile) if session is None
+            else session.run_with(run_hf_grid, configs, artifacts_dir, profile=profile))
+    n_test = len(knowledge_dataset(configs[0].data).encode_split("test"))
+    return summarise("Mixtral-style", [routing_run(r) for r in rows], configs[0].w_star,
+                     n_test)
 
 
 def library_routing(models: Mapping[tuple[str, int], object], dataset,
@@ -325,6 +403,6 @@ def library_routing(models: Mapping[tuple[str, int], object], dataset,
     return summarise("library", runs, w_star, len(dataset.encode_split("test")))
 
 
-__all__ = ["CONTRAST_PAIRS", "HF_ROUTING_CODE", "MixtralSize", "code_fingerprint",
-           "dataset_fingerprint", "hf_routing_experiment", "library_routing", "summarise",
-           "train_and_measure"]
+__all__ = ["CONTRAST_PAIRS", "HF_ROUTING_CODE", "MixtralRun", "code_fingerprint",
+           "hf_routing_experiment", "library_routing", "mixtral_runs", "result_path",
+           "routing_run", "run_cost", "run_hf_grid", "run_mixtral", "summarise"]

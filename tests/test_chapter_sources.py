@@ -195,6 +195,23 @@ def test_the_earlier_calibrations_the_training_chapter_cites_are_in_the_reposito
         assert json.loads((ROOT / "benchmarks" / "results" / table).read_text())["commit"]
 
 
+def test_the_recorded_controls_are_the_default_profiles_variant():
+    """The training chapter shows benchmarks/variant_controls.py's record in the default
+    profile only if it was measured on that profile's variant: the record must exist, carry
+    its commit and match (a change of the default variant must re-run the script)."""
+    import json
+
+    from moe_book import project as pl
+    from moe_routing._internal.chapters.training import recorded_controls
+
+    p = pl.load_params(pl.Project(ROOT), "default")["training"]
+    rec = json.loads((ROOT / "benchmarks" / "results" / "variant_controls.json").read_text())
+    assert rec["commit"] and len(rec["rows"]) == 4
+    assert recorded_controls(rec, p["codes_variant"], p["seeds"],
+                             (p["fig2_tasks"], p["fig2_experts"])) is rec
+    assert "benchmarks/variant_controls.py" in (ROOT / "notebooks" / "training.md").read_text()
+
+
 #: the bridge chapter reads the training chapter's A-Fig. 2 models: the knobs that define them
 BRIDGE_SHARED = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
                  "d_model", "n_heads", "d_expert", "steps", "batch_size", "lr")

@@ -49,3 +49,29 @@ def test_budgets_name_each_arms_steps():
     runs = [_run("ce", 0, [0.5]), _run("ce", 1, [0.5], steps=300, codes=4)]
     assert budgets(runs) == "paper's setting 80 steps, our variant 300 steps"
     assert budgets(runs[:1]) == "paper's setting 80 steps"
+
+
+def test_a_recorded_controls_table_is_shown_only_for_its_own_variant():
+    """benchmarks/variant_controls.py's record is this profile's only when its variant, seeds
+    and A-Fig. 2 cell are the profile's: a record of another size reads as not run."""
+    from moe_routing._internal.chapters.training import (control_glues, recorded_control_table,
+                                                         recorded_controls)
+
+    iv = dict(mean=0.9, low=0.88, high=0.92)
+    d = dict(mean=-0.01, low=-0.03, high=0.01)
+    rec = dict(commit="abc", codes_variant={"entity_codes": 4, "n_pairs": 25}, seeds=[0, 1],
+               fig2=[20, 7], rows=[dict(control="weight λ = 0.1", accuracy=iv, vs_router=d,
+                                        vs_ce=d, effect="changes nothing resolvable")])
+    cv = {"entity_codes": 4, "n_pairs": 25}
+    assert recorded_controls(rec, cv, [0, 1], (20, 7)) is rec
+    assert recorded_controls(rec, {**cv, "steps": 3000}, [0, 1], (20, 7)) is None
+    assert recorded_controls(rec, cv, [0, 1, 2], (20, 7)) is None
+    assert recorded_controls(rec, cv, [0, 1], (20, 3)) is None
+    assert recorded_controls(rec, None, [0, 1], (20, 7)) is None
+    assert recorded_controls(None, cv, [0, 1], (20, 7)) is None
+    table = recorded_control_table(rec)
+    assert table.loc["weight λ = 0.1", "− CE (pp)"] == "-1.0 [-3.0, +1.0]"
+    glues = control_glues({r["control"]: r["effect"] for r in rec["rows"]})
+    assert glues["weight"] == "changes nothing resolvable"
+    assert glues["oracle"] == "not run in this profile"
+    assert set(control_glues({}).values()) == {"not run in this profile"}

@@ -676,6 +676,42 @@ def control_table(groups: dict[str, list[dict]], diffs: dict, effects: dict[str,
         for name, rs in groups.items()]).set_index("control")
 
 
+def control_glues(effects: dict[str, str]) -> dict[str, str]:
+    """The glue key of each control (``detached``, ``determined``, ``oracle``, ``weight``) ->
+    what it does to the router's cost (``effects``: control name -> ``claims.control_effect``);
+    "not run in this profile" for a control that has none."""
+    names = dict(zip(("detached", "determined", "oracle"), CONTROL_LABELS.values()))
+    weight = [v for k, v in effects.items() if "λ" in k]
+    out = {key: effects.get(name, "not run in this profile") for key, name in names.items()}
+    out["weight"] = weight[0] if weight else "not run in this profile"
+    return out
+
+
+def recorded_controls(recorded: dict | None, codes_variant, seeds, fig2) -> dict | None:
+    """``benchmarks/variant_controls.py``'s record if it was measured on this variant (the same
+    ``codes_variant``, seeds and A-Fig. 2 cell), else None: a table of another size is never
+    shown as this profile's."""
+    if recorded is None or codes_variant is None:
+        return None
+    same = (recorded.get("codes_variant") == dict(codes_variant)
+            and list(recorded.get("seeds", [])) == list(seeds)
+            and list(recorded.get("fig2", [])) == list(fig2))
+    return recorded if same else None
+
+
+def recorded_control_table(recorded: dict) -> pd.DataFrame:
+    """:func:`control_table`'s columns from the record of ``benchmarks/variant_controls.py``."""
+    def pp(d):
+        return _interval_text(d["mean"], d["low"], d["high"], "+")
+
+    return pd.DataFrame([
+        {"control": r["control"],
+         "test exact match, %": _interval_text(r["accuracy"]["mean"], r["accuracy"]["low"],
+                                               r["accuracy"]["high"]),
+         "− task router (pp)": pp(r["vs_router"]), "− CE (pp)": pp(r["vs_ce"]),
+         "effect on the cost": r["effect"]} for r in recorded["rows"]]).set_index("control")
+
+
 #: the power table's short column names of the verdict rules
 RULE_NAMES = {"routing_diffuse": "diffuse", "routing_aligned": "aligned",
               "accuracy_comparable": "comparable", "accuracy_in_band": "in band",

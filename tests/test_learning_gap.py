@@ -75,3 +75,8 @@ def test_a_recorded_controls_table_is_shown_only_for_its_own_variant():
     assert glues["weight"] == "changes nothing resolvable"
     assert glues["oracle"] == "not run in this profile"
     assert set(control_glues({}).values()) == {"not run in this profile"}
+    from moe_routing._internal.chapters.training import oracle_accuracy
+
+    oracle = dict(rec["rows"][0], control="routed by the task (oracle), no router loss")
+    assert oracle_accuracy(None, {**rec, "rows": [oracle]}) == pytest.approx(0.9)
+    assert np.isnan(oracle_accuracy(None, rec)) and np.isnan(oracle_accuracy(None, None))

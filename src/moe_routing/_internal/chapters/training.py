@@ -687,6 +687,17 @@ def control_glues(effects: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def oracle_accuracy(groups: dict[str, list[dict]] | None, recorded: dict | None) -> float:
+    """The task-routed oracle's mean test exact match over seeds: from the control runs
+    (``groups``: :func:`control_groups`) or from the record of benchmarks/variant_controls.py;
+    NaN when neither has it."""
+    name = CONTROL_LABELS["task_routed"]
+    if groups and name in groups:
+        return float(claims.cell_interval(groups[name]).mean)
+    rows = [r for r in (recorded or {}).get("rows", []) if r["control"] == name]
+    return float(rows[0]["accuracy"]["mean"]) if rows else float("nan")
+
+
 def recorded_controls(recorded: dict | None, codes_variant, seeds, fig2) -> dict | None:
     """``benchmarks/variant_controls.py``'s record if it was measured on this variant (the same
     ``codes_variant``, seeds and A-Fig. 2 cell), else None: a table of another size is never

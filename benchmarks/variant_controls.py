@@ -30,16 +30,12 @@ from moe_book import project as pl
 from moe_routing._internal.atomic import atomic_write_json
 from moe_routing._internal.chapters.training import control_groups
 from moe_routing._internal.runtime import git_commit
-from moe_routing.experiments.task_routing import claims, run_grid, training_plan
+from moe_routing.experiments.task_routing import claims, plan_knobs, run_grid, training_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "build" / "variant_controls"
 #: where the default build keeps the variant's runs (read back by key, never written)
 REUSE = ROOT / "build" / "default" / "artifacts" / "training"
-#: the training chapter's knobs that shape the plan (its parameters cell's names)
-PLAN_KNOBS = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
-              "grid_tasks", "grid_experts", "d_model", "n_heads", "d_expert", "steps",
-              "batch_size", "lr", "codes_variant")
 
 
 def interval(d) -> dict:
@@ -58,10 +54,11 @@ def main() -> None:
                                          / "variant_controls.json"))
     args = ap.parse_args()
     p = pl.load_params(pl.Project(ROOT), "default")["training"]
-    knobs = {k: p[k] for k in PLAN_KNOBS}
+    # the chapter's knobs, by the names the plan takes; the plan's own switches set here
+    knobs = {**plan_knobs(p), "rule_power": False, "controls": True}
     if args.quick:
         knobs.update(seeds=[0, 1], codes_variant={**knobs["codes_variant"], "steps": 100})
-    plan = training_plan(**knobs, rule_power=False, controls=True)
+    plan = training_plan(**knobs)
     t0 = time.perf_counter()
     # one torch thread per run, as the chapter trains (the thread count changes the last bits)
     runs = run_grid([*plan.variant, *plan.controls], ARTIFACTS, profile="default",

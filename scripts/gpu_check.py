@@ -36,9 +36,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = ROOT / "notebooks" / "params" / "paper.yaml"
-PARAM_KEYS = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
-              "grid_tasks", "grid_experts", "d_model", "n_heads", "d_expert", "steps",
-              "batch_size", "lr", "rule_power", "codes_variant", "controls")
+#: the training parameters the probes read themselves (the plan takes every knob of the block
+#: by its name: ``plan_knobs``)
+PARAM_KEYS = ("seeds", "fig2_tasks", "fig2_experts", "grid_tasks", "grid_experts", "d_expert",
+              "steps")
 #: tiny sizes of ``--quick``: each probe still stands for its corner of the paper grid
 QUICK = dict(n_relations=4, n_pairs=12, n_templates=3, d_model=16, n_heads=2, d_expert=16,
              batch_size=32, fewest_tasks=2, most_tasks=4, experts=3)
@@ -111,9 +112,9 @@ def load_training_params(path: Path) -> dict:
 def grid_runs(p: dict) -> list:
     """The distinct training runs of the training chapter under these parameters (the
     library's ``training_plan``, which the chapter builds its runs with), one per training key."""
-    from moe_routing.experiments.task_routing.plan import training_plan
+    from moe_routing.experiments.task_routing.plan import plan_knobs, training_plan
 
-    return training_plan(**{k: p[k] for k in PARAM_KEYS}).distinct()
+    return training_plan(**plan_knobs(p)).distinct()
 
 
 def probe_plan(p: dict, quick: bool, device: str) -> list[tuple[str, dict, object]]:

@@ -3,6 +3,8 @@ the reachable diagonal: the measurements the training rules' power rests on."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -18,6 +20,7 @@ from moe_routing.experiments.task_routing.config import VARIANTS
 # the experts-off measurement runs a model: a number the CPU's kernels compute
 pytestmark = pytest.mark.kernels
 
+ROOT = Path(__file__).resolve().parents[1]
 BASE = dict(n_tasks=4, n_experts=3, objective="ce", n_relations=8, n_pairs=20)
 
 
@@ -108,6 +111,71 @@ def test_plan_controls_are_the_variants_task_router_runs_changed_four_ways():
 def test_plan_refuses_a_grid_without_experts_to_route():
     with pytest.raises(ValueError, match="grid_experts"):
         training_plan(**{**PARAMS, "grid_experts": [1]})
+
+
+# ---- a run knob's path: the parameters cell, then the profile files -------------------------
+def _cell_namespace(chapter: str, extra: str = "") -> dict:
+    """The namespace a chapter's parameters cell (with ``extra`` lines appended) leaves, as
+    the chapter's plan cell reads it (``plan_knobs(globals())``)."""
+    from moe_book.project import parameters_cell_names
+
+    _, source = parameters_cell_names(ROOT / "notebooks" / f"{chapter}.md")
+    namespace: dict = {}
+    exec(source + "\n" + extra, namespace)                     # noqa: S102 -- our own cell
+    return namespace
+
+
+def test_a_new_run_knob_reaches_every_run_from_the_parameters_cell():
+    """A field of the run no chapter sets (``warmup_steps``, the schedule's), written as one
+    line of the training chapter's parameters cell, reaches every run of the plan -- the paper's
+    grid, the dense runs, A-Fig. 2, the variant, its controls and the broken variants -- with no
+    list of names to edit in between.  The two profile files are the other two edits, and the
+    pipeline refuses a profile file that leaves a knob of the cell out (test_pipeline)."""
+    from moe_routing.experiments.task_routing import plan_knobs
+
+    ns = _cell_namespace("training", "warmup_steps = 7\ncontrols = True")
+    plan = training_plan(**plan_knobs(ns), device="cpu")
+    assert plan.variant and plan.controls and plan.broken
+    assert {c.train.warmup_steps for c in plan.configs()} == {7}
+    before = training_plan(**plan_knobs(_cell_namespace("training")), device="cpu")
+    assert {c.train.warmup_steps for c in before.configs()} == {
+        ExperimentConfig.from_flat(n_tasks=2, n_experts=2, objective="ce").train.warmup_steps}
+
+
+def test_the_cells_knobs_build_the_runs_the_named_list_built():
+    """``plan_knobs`` over the cell builds the very runs (cache keys) the chapter's list of
+    the fifteen names built before it, in both chapters that build A-Fig. 2's runs."""
+    from moe_routing.experiments.task_routing import plan_knobs
+
+    names = ("seeds", "n_relations", "n_pairs", "n_templates", "fig2_tasks", "fig2_experts",
+             "grid_tasks", "grid_experts", "d_model", "n_heads", "d_expert", "steps",
+             "batch_size", "lr", "codes_variant", "rule_power", "controls")
+    ns = _cell_namespace("training")
+    keys = [c.key() for c in training_plan(**plan_knobs(ns), device="cpu").distinct()]
+    assert keys == [c.key() for c in training_plan(**{k: ns[k] for k in names},
+                                                   device="cpu").distinct()]
+    bridge = _cell_namespace("bridge")
+    fig2 = training_plan(**plan_knobs(bridge), grid_tasks=[bridge["fig2_tasks"]],
+                         grid_experts=[bridge["fig2_experts"]], rule_power=False).fig2
+    assert [c.key() for c in fig2] == [c.key() for c in training_plan(
+        **{**{k: ns[k] for k in names}, "codes_variant": None}).fig2]
+
+
+def test_a_run_knob_the_plan_cannot_take_is_refused_by_name():
+    """A misspelt field, a field that places a run in the plan and the variant's codes rank
+    given as a shared field are refused with the accepted names; ``plan_knobs`` takes only the
+    plan's names from a namespace (the chapter's other globals stay out)."""
+    from moe_routing.experiments.task_routing import plan_knobs, run_fields
+
+    for bad in (dict(warmup_step=7), dict(n_tasks=3), dict(objective="ce"),
+                dict(entity_codes=4)):
+        with pytest.raises(ValueError, match=next(iter(bad))) as err:
+            training_plan(**PARAMS, **bad)
+        assert "warmup_steps" in str(err.value)
+    assert {"warmup_steps", "lr", "n_pairs"} <= set(run_fields())
+    assert not {"n_tasks", "n_experts", "objective", "seed", "device", "entity_codes"} & set(
+        run_fields())
+    assert plan_knobs({**PARAMS, "threads": 1, "device": "cuda", "np": np}) == PARAMS
 
 
 # ---- load entropy ---------------------------------------------------------------------------

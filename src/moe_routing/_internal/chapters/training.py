@@ -46,53 +46,52 @@ def variant_words(codes_variant) -> str:
             + "".join(f", {v} {names.get(k, k)}" for k, v in other.items()))
 
 
-def profile_table(params: dict, profile: str, n_runs: int) -> pd.DataFrame:
+def profile_table(plan, profile: str) -> pd.DataFrame:
     """The profile against the paper: each quantity, the paper's value, where that value comes
-    from, and this profile's (computed from its parameters, so the table cannot drift from
-    what runs).  ``params``: the chapter's size parameters by name."""
-    p = params
-    codes = p["codes_variant"]
+    from, and this profile's -- read from the plan's configurations (``plan``: a
+    :class:`~moe_routing.experiments.task_routing.TrainingPlan`), so the table cannot drift
+    from what runs."""
+    c, codes = plan.fig2[0], plan.codes_variant
     return pd.DataFrame([
-        ("relations in the pool", "50", "secondary", p["n_relations"]),
-        ("(subject, object) pairs per relation", "200", "secondary", f"≤ {p['n_pairs']}"),
-        ("templates per relation", "5", "secondary", p["n_templates"]),
-        ("A-Fig. 2: tasks × experts", "20 × 7", "secondary",
-         f"{p['fig2_tasks']} × {p['fig2_experts']}"),
+        ("relations in the pool", "50", "secondary", c.n_relations),
+        ("(subject, object) pairs per relation", "200", "secondary", f"≤ {c.n_pairs}"),
+        ("templates per relation", "5", "secondary", c.n_templates),
+        ("A-Fig. 2: tasks × experts", "20 × 7", "secondary", f"{c.n_tasks} × {c.n_experts}"),
         ("grid: numbers of tasks", "10, 20, 30, 40", "secondary",
-         ", ".join(map(str, p["grid_tasks"]))),
+         ", ".join(map(str, sorted({g.n_tasks for g in plan.grid})))),
         ("grid: numbers of experts", "1, 3, 5, 7, 9", "secondary",
-         ", ".join(map(str, p["grid_experts"]))),
+         ", ".join(map(str, sorted({g.n_experts for g in plan.grid})))),
         ("entity embeddings", "learned (one row per entity)", "summary",
          "learned rows (the paper's claims)" + ("" if codes is None else
          f"; our variant: {variant_words(codes)} (the book's claims)")),
         ("training length", "not known", "—",
          "a fixed budget, the same for every run of an arm (whether the runs converged: "
          "see below)"),
-        ("seeds per cell", "not known", "—", len(p["seeds"])),
+        ("seeds per cell", "not known", "—", len(plan.seeds)),
         ("d_model / heads / expert width", "not known", "—",
-         f"{p['d_model']} / {p['n_heads']} / {p['d_expert']}"),
+         f"{c.d_model} / {c.n_heads} / {c.d_expert}"),
         ("training budget", "not known", "—",
-         f"{p['steps']} steps × {p['batch_size']} sentences, peak lr {p['lr']:g}"),
-        ("distinct training runs", "—", "—", n_runs),
+         f"{c.steps} steps × {c.batch_size} sentences, peak lr {c.lr:g}"),
+        ("distinct training runs", "—", "—", len(plan.distinct())),
     ], columns=["quantity", "paper", "source", f"this profile ({profile})"])
 
 
-def setup_table(st: dict, params: dict, device: str) -> pd.DataFrame:
+def setup_table(st: dict, plan, device: str) -> pd.DataFrame:
     """Our set-up, every row ours: A-Fig. 2's data (``st``: its dataset's ``statistics()``),
-    the model, the training budget, the seeds and the device."""
-    p = params
-    codes = p["codes_variant"]
+    the model, the training budget, the seeds (read from ``plan``'s A-Fig. 2 configuration)
+    and the device."""
+    c, codes = plan.fig2[0], plan.codes_variant
     return pd.DataFrame([
         ("A-Fig. 2 data: train / test sentences", f"{st['n_train']} / {st['n_test']}"),
         ("A-Fig. 2 data: vocabulary, longest sentence",
          f"{st['vocab_size']}, {st['L']} words"),
         ("test facts also seen in training (other template)",
          f"{100 * st['test_fact_seen_in_train']:.1f} %"),
-        ("d_model / heads / expert width", f"{p['d_model']} / {p['n_heads']} / {p['d_expert']}"),
+        ("d_model / heads / expert width", f"{c.d_model} / {c.n_heads} / {c.d_expert}"),
         ("entity embeddings", "learned rows; our variant: " + variant_words(codes)
          + ("" if codes is None else " (see Why these sizes)")),
-        ("steps, batch size, peak learning rate", f"{p['steps']}, {p['batch_size']}, {p['lr']:g}"),
-        ("seeds", ", ".join(map(str, p["seeds"]))),
+        ("steps, batch size, peak learning rate", f"{c.steps}, {c.batch_size}, {c.lr:g}"),
+        ("seeds", ", ".join(map(str, plan.seeds))),
         ("device", device),
     ], columns=["quantity", "value (ours)"])
 
@@ -104,19 +103,17 @@ def setup_table(st: dict, params: dict, device: str) -> pd.DataFrame:
 def planned_runs(profile_file: Path) -> int:
     """The number of distinct runs the chapter trains under a profile file's parameters: its
     training block with the groups it takes from ``shared:`` (as the book's pipeline reads it),
-    the knobs of :func:`~moe_routing.experiments.task_routing.training_plan` only."""
-    import inspect
-
+    the knobs of :func:`~moe_routing.experiments.task_routing.training_plan` only
+    (:func:`~moe_routing.experiments.task_routing.plan_knobs`)."""
     import yaml
 
-    from ...experiments.task_routing import training_plan
+    from ...experiments.task_routing import plan_knobs, training_plan
 
     raw = yaml.safe_load(Path(profile_file).read_text(encoding="utf-8"))
     block = dict(raw["training"])
     for group in block.pop("use", []):
         block = {**raw["shared"][group], **block}
-    knobs = inspect.signature(training_plan).parameters
-    return len(training_plan(**{k: v for k, v in block.items() if k in knobs}).distinct())
+    return len(training_plan(**plan_knobs(block)).distinct())
 
 
 def find_up(rel: str) -> Path | None:

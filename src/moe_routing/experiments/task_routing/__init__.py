@@ -9,11 +9,12 @@ A's experimental claims; ``power`` — the verdict rules fed deliberately broken
 
 from .config import DataConfig, ExperimentConfig
 from .data import experiment_dataset, knowledge_dataset
-from .plan import TrainingPlan, training_plan
+from .plan import TrainingPlan, plan_knobs, run_fields, training_plan
 from .runs import (convergence, grid_configs, load_model, results_frame, run_experiment,
                    run_grid)
 from .store import load_result, result_path, weights_path
 
 __all__ = ["DataConfig", "ExperimentConfig", "TrainingPlan", "convergence", "experiment_dataset",
-           "grid_configs", "knowledge_dataset", "load_model", "load_result", "result_path", "results_frame",
-           "run_experiment", "run_grid", "training_plan", "weights_path"]
+           "grid_configs", "knowledge_dataset", "load_model", "load_result", "plan_knobs", "result_path",
+           "results_frame", "run_experiment", "run_fields", "run_grid", "training_plan",
+           "weights_path"]

@@ -7,6 +7,7 @@ set of runs a projection times is the set the chapter trains.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,11 @@ class TrainingPlan:
         (:data:`~moe_routing.experiments.task_routing.config.CONTROLS`); empty without a variant or with
         ``controls`` off.
     broken : the broken variants of A-Fig. 2's configuration (:mod:`.power`), or none.
+    seeds : the plan's seeds, in order.
+    codes_variant : the fields the variant changes (``codes_variant`` checked), or None.
+
+    What a chapter prints about its runs (sizes, budget, variant) is read from here and from
+    the configurations, not from the parameters again: the tables cannot drift from what runs.
     """
 
     fig2: tuple[ExperimentConfig, ...]
@@ -48,6 +54,8 @@ class TrainingPlan:
     variant: tuple[ExperimentConfig, ...] = ()
     controls: tuple[ExperimentConfig, ...] = ()
     broken: dict[str, ExperimentConfig] = field(default_factory=dict)
+    seeds: tuple[int, ...] = ()
+    codes_variant: dict | None = None
 
     @property
     def n_tasks_max(self) -> int:
@@ -70,23 +78,56 @@ class TrainingPlan:
         return list(unique.values())
 
 
-def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
-                  fig2_tasks: int, fig2_experts: int, grid_tasks, grid_experts, d_model: int,
-                  n_heads: int, d_expert: int, steps: int, batch_size: int, lr: float,
+#: the fields that make a run one of the plan's cells (the plan sets them), which neither the
+#: shared run fields nor ``codes_variant`` can change
+_CELL = ("n_tasks", "n_experts", "objective", "seed", "control", "variant")
+
+
+def run_fields() -> tuple[str, ...]:
+    """The fields every run of a plan shares, by their flat names: every field of
+    :class:`~moe_routing.experiments.task_routing.ExperimentConfig` but those that place a run
+    in the plan (:data:`_CELL`), ``device`` (resolved by the caller and passed by name) and
+    ``entity_codes`` (the variant's, through ``codes_variant``: the grid is the paper's
+    setting)."""
+    names = [*ExperimentConfig._owners(), *ExperimentConfig._own()]
+    return tuple(sorted(n for n in names if n not in (*_CELL, "device", "entity_codes")))
+
+
+def plan_knobs(params: Mapping) -> dict:
+    """The parameters of :func:`training_plan` found in ``params``, by name: its keywords and
+    every shared run field (:func:`run_fields`), except ``device``.
+
+    ``params`` is a chapter's namespace (``plan_knobs(globals())``, read right after its
+    parameters cell) or a profile file's block: a knob that is a field of the run reaches
+    every run of the plan from the parameters cell and the profile files alone, with no list
+    of names in between to keep in step (the chapter, the GPU check, the controls' benchmark
+    and the count of planned runs all read the same knobs this way)."""
+    named = [k for k in inspect.signature(training_plan).parameters if k not in ("run", "device")]
+    return {k: params[k] for k in (*named, *run_fields()) if k in params}
+
+
+def training_plan(*, seeds, fig2_tasks: int, fig2_experts: int, grid_tasks, grid_experts,
                   device: str = "cpu", rule_power: bool = True,
-                  codes_variant: Mapping | None = None, controls: bool = False) -> TrainingPlan:
+                  codes_variant: Mapping | None = None, controls: bool = False,
+                  **run) -> TrainingPlan:
     """The plan of the chapter's parameters (their names are the chapter's).  The grid is
-    the paper's setting (learned entity embeddings).  ``codes_variant``: the book's variant,
-    as the fields of A-Fig. 2's configuration it changes — ``entity_codes`` (the rank of the
-    fixed entity codes) and any other field of the run (for example fewer pairs and more
-    steps, so that it converges within the profile's budget); None: no variant.
-    ``controls``: also the variant's controls of the task-router loss."""
+    the paper's setting (learned entity embeddings).  ``run``: the fields every run shares
+    (the knowledge base's sizes, the model's shape, the schedule), any of :func:`run_fields`
+    by its flat name, the others :class:`ExperimentConfig`'s defaults; each is validated by
+    the part that owns it, and a name that is no run field is refused with the accepted ones.
+    ``codes_variant``: the book's variant, as the fields of A-Fig. 2's configuration it
+    changes -- ``entity_codes`` (the rank of the fixed entity codes) and any other field of
+    the run (for example fewer pairs and more steps, so that it converges within the
+    profile's budget); None: no variant.  ``controls``: also the variant's controls of the
+    task-router loss."""
+    accepted = run_fields()
+    unknown = sorted(k for k in run if k not in accepted)
+    require(not unknown, "training_plan", unknown,
+            "the plan's keywords or the runs' shared fields: " + ", ".join(accepted))
     seeds = [integer(f"seeds[{i}]", s, low=0) for i, s in enumerate(
         sequence("seeds", seeds, "a sequence of seeds (a list, even of one)"))]
     require(len(set(seeds)) == len(seeds), "seeds", seeds, "distinct seeds")
-    common = dict(n_relations=n_relations, n_pairs=n_pairs, n_templates=n_templates,
-                  d_model=d_model, n_heads=n_heads, d_expert=d_expert, steps=steps,
-                  batch_size=batch_size, lr=lr, device=device)
+    common = {**run, "device": device}
     fig2 = tuple(ExperimentConfig.from_flat(n_tasks=fig2_tasks, n_experts=fig2_experts,
                                             objective=o, seed=seeds[0], **common)
                  for o in OBJECTIVES)
@@ -95,6 +136,7 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
             "at least one number of experts > 1")
     k_max = max(c.data.n_tasks for c in grid)
     e_max = max(c.model.n_experts for c in grid)
+    d_expert = fig2[0].model.d_expert
     dense = tuple(ExperimentConfig.from_flat(n_tasks=k_max, n_experts=1, objective="ce", seed=s,
                                              **{**common, "d_expert": d_expert * e_max})
                   for s in seeds)
@@ -109,11 +151,8 @@ def training_plan(*, seeds, n_relations: int, n_pairs: int, n_templates: int,
         + [c.replace(router_alpha=c.train.router_alpha / 10) for c in router_runs])
     broken = broken_configs(list(fig2)) if flag("rule_power", rule_power) else {}
     return TrainingPlan(fig2=fig2, grid=grid, dense=dense, variant=variant,
-                        controls=control_runs, broken=broken)
-
-
-#: the fields that make a run one of the variant's cells, which ``codes_variant`` cannot change
-_CELL = ("n_tasks", "n_experts", "objective", "seed", "control", "variant")
+                        controls=control_runs, broken=broken, seeds=tuple(seeds),
+                        codes_variant=changes)
 
 
 def _variant_changes(codes_variant) -> dict | None:

@@ -128,3 +128,28 @@ def test_bad_input_is_refused_with_the_value_and_what_is_accepted():
     runs = rt.temperature_sweep(SMALL.replace(steps=6, stop_early=False), [0.1, 0.2], [0])
     with pytest.raises(ValueError, match="step"):
         temperature_fits.step_scaling(runs, 7)
+
+
+def test_the_sweep_trains_on_one_thread_and_restores_the_callers_count(monkeypatch):
+    """The sweep's slope moved in its third digit between one and two torch threads (1.634 /
+    1.637 at the default profile), so every run trains on one thread whatever the machine has,
+    and the caller's count comes back -- also when a run fails."""
+    seen = []
+
+    def record(setup, tau, seed):
+        seen.append(torch.get_num_threads())
+        if tau > 0.15:
+            raise RuntimeError("a failing run")
+        return (tau, seed)
+
+    monkeypatch.setattr(rt, "train_from_symmetry", record)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert rt.temperature_sweep(None, [0.05, 0.1], [0, 1]) == (
+            (0.05, 0), (0.1, 0), (0.05, 1), (0.1, 1))
+        with pytest.raises(RuntimeError, match="failing"):
+            rt.temperature_sweep(None, [0.1, 0.2], [0])
+        assert seen == [1] * 6 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -6,6 +6,8 @@ import os
 import platform
 import random
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,6 +39,23 @@ def resolve_device(device: str = "auto") -> str:
     if device == "auto":
         return "cuda" if has_cuda else "cpu"
     return device
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` for the block, the caller's count restored after.
+
+    A computation whose printed numbers must not depend on the machine runs at a fixed count:
+    a reduction split over two threads adds in another order than over one, and training
+    amplifies that last bit (the temperature sweep's slope moves in its third digit)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def seed_everything(seed: int) -> None:

@@ -18,7 +18,6 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from ... import routing_metrics as rm
 from ...boundary.mass import boundary_mass_from_margins
@@ -27,6 +26,7 @@ from ...experiments.bridge import (bound_check, boundary_mass_of_router, power_l
 from ...experiments.grid import GridSession
 from ...experiments.task_routing import run_grid
 from ..plots import PALETTE, column_figsize
+from ..runtime import torch_threads
 
 #: objective -> its name in the tables, figures and ledger entries
 NAMES = {"ce": "CE", "ce+lb": "CE + LB", "ce+router": "CE + task router"}
@@ -41,13 +41,8 @@ def train_fig2(plan, artifacts_dir, profile: str, runs_from) -> list[dict]:
     ``runs_from`` and the artifacts) as that chapter trains them: one torch thread per run,
     as many runs at once as there are cores.  The same thread count gives the same models,
     whichever of the two chapters trains them; the kernel's own count is restored after."""
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with GridSession(runs_from=runs_from) as session:     # the training chapter's runs
-            return session.run_with(run_grid, list(plan.fig2), artifacts_dir, profile=profile)
-    finally:
-        torch.set_num_threads(threads_before)
+    with torch_threads(1), GridSession(runs_from=runs_from) as session:
+        return session.run_with(run_grid, list(plan.fig2), artifacts_dir, profile=profile)
 
 
 def accuracy_table(objectives, runs) -> pd.DataFrame:

@@ -50,7 +50,7 @@ def tiny(**changes) -> TwoHopConfig:
     (dict(lr=float("nan")), "TrainSchedule.lr"),
     (dict(device="tpu"), "TwoHopConfig.device = 'tpu'"),
     (dict(amp=1), "TwoHopConfig.amp = 1"),
-    (dict(entity_codes=8), r"TwoHopConfig.model.entity_codes = 8.*None"),
+    (dict(entity_codes=65), r"MoEConfig.entity_codes = 65.*≤ 64"),
     (dict(epochs=3, steps=None), r"TwoHopConfig.train.epochs = 3.*steps"),
     (dict(n_layer=2), r"TwoHopConfig.from_flat = \['n_layer'\].*n_layers"),
 ])
@@ -428,3 +428,110 @@ def test_grid_runs_through_the_executor_and_frames_one_row_per_run(tmp_path, mon
         two_hop_frame(res[0])
     with pytest.raises(ValueError, match=r"results\[0\]"):
         two_hop_frame([{"config": {}}])
+
+
+# ---- the regime where the experts hold the facts, its witness, the word control ---------------
+def test_a_coded_run_fixes_the_entity_rows_and_records_the_experts_off_witness(tmp_path,
+                                                                              monkeypatch):
+    """``entity_codes`` reaches the model: the entities' rows are the fixed code buffer from
+    the vocabulary's first entity id on (not trained), and the result records what the model
+    recalls with every expert's output zeroed -- on the training facts and the test splits."""
+    cfg = tiny(entity_codes=4, steps=30)
+    seen = {}
+    real = model_pkg.build_and_train
+
+    def spy(mcfg, data, tcfg, **kw):
+        seen["mcfg"] = mcfg
+        return real(mcfg, data, tcfg, **kw)
+
+    monkeypatch.setattr(model_pkg, "build_and_train", spy)
+    r = run_two_hop(cfg, tmp_path)
+    ds = th.two_hop_dataset(cfg)
+    assert seen["mcfg"].entity_codes == 4
+    assert seen["mcfg"].code_start == int(ds.tokenizer.entity_ids.min())
+    assert r["model_config"]["entity_codes"] == 4 and r["config"]["model"]["entity_codes"] == 4
+    off = r["experts_off"]
+    assert set(off) == {"train_single_hop", "train_two_hop", "single_hop", "held_out"}
+    assert all(0 <= v <= 1 for v in off.values())
+    frame = two_hop_frame([r])
+    assert frame.train_single_hop_experts_off.iloc[0] == off["train_single_hop"]
+    assert frame.entity_codes.iloc[0] == 4
+    assert cfg.key() != tiny(steps=30).key()                 # codes are part of the run
+
+
+def test_the_witness_zeroes_the_experts_and_puts_them_back():
+    """:func:`experts_knocked_out` changes what a model predicts (its experts are zeroed) and
+    restores it exactly, also its own knock-out state."""
+    from moe_routing.experiments.task_routing.data import experts_knocked_out
+    from moe_routing.model import MoEConfig, MoETransformer
+
+    torch.manual_seed(0)
+    model = MoETransformer(MoEConfig(vocab_size=20, max_len=6, d_model=16, n_heads=2,
+                                     n_experts=3, d_expert=8, n_layers=2)).eval()
+    x = torch.randint(0, 20, (4, 6))
+    with torch.no_grad():
+        before = model(x).logits
+        with experts_knocked_out(model):
+            inside = model(x).logits
+        after = model(x).logits
+    assert not torch.allclose(before, inside)
+    assert torch.equal(before, after)
+
+
+def test_the_word_control_shares_no_word_the_chapters_templates_do():
+    """:func:`shared_hop_words` finds the words a two-hop template has before its object slot
+    in common with its hops' templates: several for the chapter's templates, none for the
+    control's, and a planted one ("capital") when a control template is given it."""
+    from moe_routing.experiments.two_hop import (WORD_DISJOINT_TEMPLATES, shared_hop_words,
+                                                 two_hop_dataset)
+
+    base = tiny()
+    chapter = shared_hop_words(two_hop_dataset(base))
+    assert {"capital", "country"} <= set(chapter["P36∘P17"])
+    assert "written" in chapter["P282∘P37"]
+    words = tuple(WORD_DISJOINT_TEMPLATES[c] for c in base.data.chains)
+    control = base.replace(templates=words)
+    assert shared_hop_words(two_hop_dataset(control)) == {"P36∘P17": (), "P282∘P37": ()}
+    planted = (words[0][:-1] + ("The capital seen from ⋆1 is ⋆2.",), words[1])
+    # the tiny dataset's two P36 templates: "The capital of ⋆1 is ⋆2.", "⋆1's capital city is"
+    assert shared_hop_words(two_hop_dataset(base.replace(templates=planted)))["P36∘P17"] == (
+        "The", "capital", "is")
+
+
+def test_the_grid_trains_the_cells_it_is_given_and_refuses_bad_ones():
+    cfgs = two_hop_grid(seeds=[0, 1], base=tiny(), cells=[[1, "ce+router"], [2, "ce"]])
+    assert [(c.model.n_layers, c.objective, c.seed) for c in cfgs] == [
+        (1, "ce+router", 0), (1, "ce+router", 1), (2, "ce", 0), (2, "ce", 1)]
+    for bad, word in (([[1, "ce"], [1, "ce"]], "distinct pairs"), ([[1]], r"cells\[0\]"),
+                      ([[3, "ce"]], "n_layers"), ([[1, "cee"]], "objective"), ("12", "cells")):
+        with pytest.raises(ValueError, match=word):
+            two_hop_grid(seeds=[0], base=tiny(), cells=bad)
+
+
+def test_the_chapters_reading_of_the_held_out_verdict_and_its_witness_table():
+    """Each verdict of the held-out rule has its sentence, and a word the rule never says is
+    refused (a new verdict word cannot be read as one of these silently); the witness table
+    subtracts the experts-off score from the score with the experts."""
+    import pandas as pd
+
+    from moe_routing._internal.chapters import two_hop as shown
+    from moe_routing._internal.verdicts import two_hop as rules
+
+    for verdict in ("our extension", "not supported", "inconclusive"):
+        assert shown.composition_reading(verdict)
+    assert "not borne out" in shown.composition_reading("not supported")
+    with pytest.raises(ValueError, match="'partly'"):
+        shown.composition_reading("partly")
+    # the rule's own verdicts are the three read here
+    said = {rules.held_out_composes((0.1, 0.05, 0.2), (0.1, 0.05, 0.2), (0.1, 0.05, 0.2), 20,
+                                    0.9).verdict,
+            rules.held_out_composes((-0.1, -0.2, -0.05), (0.1, 0.05, 0.2), (0.1, 0.05, 0.2),
+                                    20, 0.9).verdict,
+            rules.held_out_composes((0.1, -0.05, 0.2), (0.1, 0.05, 0.2), (0.1, 0.05, 0.2), 20,
+                                    0.9).verdict}
+    assert said == {"our extension", "not supported", "inconclusive"}
+    cells = pd.DataFrame(dict(n_layers=[2], objective=["ce"], train_single_hop=[1.0],
+                              train_single_hop_experts_off=[0.34]))
+    row = shown.witness_table(cells).iloc[0]
+    assert (row["single-hop training facts (%)"], row["experts off (%)"],
+            row["held by the experts (points)"]) == ("100", "34", "66")

@@ -40,10 +40,11 @@ PAPER_A = (("A-accuracy-comparable", "task routing as accurate as CE and CE + LB
 PAPER_B = (("B-bm-binary", "boundary mass linear in w, with its surface constant"),
            ("B-symmetry-inverse-tau", "the symmetric state's instability growing as 1/τ"))
 OURS = (("X-bridge-margins", "the task-router loss buys large router margins"),
-        ("X-two-hop-held-out", "two layers compose held-out two-hop facts"),
-        ("X-bridge-temperature", "a trained router leaves symmetry at a rate ∝ 1/τ"),
-        ("X-codes-router-cost", "the task-router loss costs accuracy where the experts must "
-                                "hold the facts (fixed entity codes)"))
+        ("X-two-hop-held-out", "two layers compose held-out two-hop facts (fixed entity "
+                               "codes)"),
+        ("X-bridge-temperature", "a trained router leaves symmetry at rate ∝ 1/τ"),
+        ("X-codes-router-cost", "the task-router loss costs accuracy when experts hold the "
+                                "facts (fixed entity codes)"))
 
 #: rows that check the book's experiments rather than state a result (a caveat on the
 #: verdicts they name): listed apart on the Findings page, not counted among the results

@@ -168,6 +168,34 @@ def score_table(cells) -> pd.DataFrame:
                                                      for v in cells.held_out_non_majority]})
 
 
+def witness_table(cells) -> pd.DataFrame:
+    """Per cell: training exact match on the single-hop facts, with the experts and with
+    every expert's output set to zero (routing unchanged) -- the experts hold the facts where
+    the second falls far below the first."""
+    return pd.DataFrame({"layers": cells.n_layers, "objective": cells.objective,
+                         "single-hop training facts (%)": _pct(cells.train_single_hop),
+                         "experts off (%)": _pct(cells.train_single_hop_experts_off),
+                         "held by the experts (points)": _pct(
+                             cells.train_single_hop - cells.train_single_hop_experts_off)})
+
+
+def routing_control_table(chapter, control, verdicts: dict) -> pd.DataFrame:
+    """The routing of CE's two-layer cell on the chapter's two-hop templates (``chapter``) and
+    on the word-disjoint ones (``control``), rows of :func:`with_hop_blind`'s frame, with each
+    one's verdict (``verdicts``: templates' name -> its rule's Verdict, in that order)."""
+    rows = []
+    for (name, verdict), c in zip(verdicts.items(), (chapter, control)):
+        rows.append({"two-hop templates": name,
+                     "layer 1 → hop-1 expert (%)": share_interval(
+                         c.l1_hop1_reuse, c.l1_hop1_reuse_half_width),
+                     "hop-blind (%)": f"{100 * c.l1_blind:.0f}",
+                     "layer 2 → hop-2 expert (%)": share_interval(
+                         c.l2_hop2_reuse, c.l2_hop2_reuse_half_width),
+                     "hop-blind (%) ": f"{100 * c.l2_blind:.0f}",
+                     "seeds": int(c.n_seeds), "verdict": verdict.verdict})
+    return pd.DataFrame(rows)
+
+
 def _blind_reuse(r_, layer: int, ds) -> float:
     """What a router blind to the hop would reuse at this layer of run r_."""
     at = r_["routing"][layer - 1]
@@ -211,6 +239,27 @@ def reuse_table(cells) -> pd.DataFrame:
                          "layer 2 → hop-2 expert (%)": _pct_pm(cells.l2_hop2_reuse,
                                                                cells.l2_hop2_reuse_half_width),
                          "layer 2, hop-blind (%)": _pct(cells.l2_blind)})
+
+
+#: what the held-out verdict means for composition, in a sentence of the chapter's text
+_COMPOSITION_READING = {
+    "our extension": "Above the control and both shortcuts: training composes held-out "
+                     "facts here.",
+    "not supported": "Resolvably no better than a control or a shortcut: where these models "
+                     "score on held-out queries they give what the shortcut gives. That two "
+                     "layers *can* compose is the construction's result; that training finds "
+                     "such a solution from these data is not borne out.",
+    "inconclusive": "The runs cannot tell composition from the shortcuts here.",
+}
+
+
+def composition_reading(verdict: str) -> str:
+    """The chapter's sentence for the held-out verdict (one of three; a rule's other words
+    are refused, not read as one of these)."""
+    if verdict not in _COMPOSITION_READING:
+        raise ValueError(f"verdict = {verdict!r} is not allowed; accepted: "
+                         + ", ".join(map(repr, _COMPOSITION_READING)))
+    return _COMPOSITION_READING[verdict]
 
 
 def paired(d) -> str:
@@ -268,10 +317,11 @@ def routing_heatmaps(results, seed: int, ds):
     return fig
 
 
-def reuse_measured(c) -> str:
-    """What the routing ledger entry measured for one cell ``c`` (a row of ``cells``): the
-    reuse of the hop's expert per layer with its half-width, beside the hop-blind level."""
-    return (f"CE, 2 layers: reuse of the hop's expert "
+def reuse_measured(c, templates: str) -> str:
+    """What the routing ledger entry measured for one cell ``c`` (a row of ``cells``) on the
+    two-hop ``templates`` it names: the reuse of the hop's expert per layer with its
+    half-width, beside the hop-blind level."""
+    return (f"CE, 2 layers, {templates}: reuse of the hop's expert "
             f"{share_interval(c.l1_hop1_reuse, c.l1_hop1_reuse_half_width)} % (layer 1; "
             f"hop-blind {100 * c.l1_blind:.0f} %), "
             f"{share_interval(c.l2_hop2_reuse, c.l2_hop2_reuse_half_width)} % (layer 2; "

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..display import share_interval
 from ..validation import integer, number, require
 from . import rule
 from .construction import check_eps, fmt_eps
@@ -252,10 +253,10 @@ def hop_by_hop(l1_reuse: float, l2_reuse: float, n_experts: int, l1_blind: float
     chance = 1.0 / n_experts
     reuse, half = (float(l1_reuse), float(l2_reuse)), (float(l1_half), float(l2_half))
     level = (max(chance, float(l1_blind)), max(chance, float(l2_blind)))
-    txt = (f"reuse of the hop's expert: layer 1 {100 * l1_reuse:.0f} ± {100 * l1_half:.0f} % "
-           f"(hop-blind {100 * l1_blind:.0f} %), layer 2 {100 * l2_reuse:.0f} ± "
-           f"{100 * l2_half:.0f} % (hop-blind {100 * l2_blind:.0f} %); chance "
-           f"{100 * chance:.0f} %")
+    # a share's interval cut at 0 % and 100 % (two seeds' Student quantile makes it wider)
+    txt = (f"reuse of the hop's expert: layer 1 {share_interval(l1_reuse, l1_half)} % "
+           f"(hop-blind {100 * l1_blind:.0f} %), layer 2 {share_interval(l2_reuse, l2_half)} % "
+           f"(hop-blind {100 * l2_blind:.0f} %); chance {100 * chance:.0f} %")
     if hops_learned < min_learned:
         return UNDECIDED, txt + (f": the model learned too little (single-hop training exact "
                                  f"match {100 * hops_learned:.0f} % < "

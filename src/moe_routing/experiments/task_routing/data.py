@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -139,22 +140,42 @@ def evaluate_run(model, ds, n_experts: int, batch_size: int = 512,
     )
 
 
-def experts_off_accuracy(model, te, route=None) -> float:
-    """Test exact match with every expert's output set to zero (routing unchanged): what the
-    model recalls without its experts -- the witness of whether the experts hold the facts.
-    The model's own knock-out state (a collapsed variant's) is put back afterwards."""
-    from ...model import exact_match
-
+@contextmanager
+def experts_knocked_out(model):
+    """``with experts_knocked_out(model):`` every expert's output of every layer set to zero
+    for the block (routing unchanged), the model's own knock-out state (a collapsed variant's)
+    put back afterwards: what the model recalls without its experts is the witness of whether
+    the experts hold the facts."""
     saved = [(layer, layer.expert_alive.clone(), layer.knockout_mode)
              for layer in model.layers()]
     model.knock_out(range(model.config.n_experts))
     try:
-        return exact_match(model, te.tokens, te.object_pos, _object_targets(te),
-                           route=route).accuracy
+        yield model
     finally:
         for layer, alive, mode in saved:
             layer.expert_alive.copy_(alive)
             layer.knockout_mode = mode
+
+
+def experts_off_accuracy(model, te, route=None) -> float:
+    """Test exact match with every expert's output set to zero (:func:`experts_knocked_out`)."""
+    from ...model import exact_match
+
+    with experts_knocked_out(model):
+        return exact_match(model, te.tokens, te.object_pos, _object_targets(te),
+                           route=route).accuracy
+
+
+def entity_code_start(ds) -> int:
+    """The first id of the fixed entity codes for dataset ``ds``: its entities must be the
+    vocabulary's last block (the codes replace those rows; a tokenizer that interleaves them
+    is refused, not coded wrongly)."""
+    tok = ds.tokenizer
+    start = ds.vocab_size - tok.n_entity
+    require(sorted(int(i) for i in tok.entity_ids) == list(range(start, ds.vocab_size)),
+            "tokenizer.entity_ids", "not the vocabulary's last block",
+            "entity ids code_start .. vocab_size-1 (fixed codes replace those rows)")
+    return start
 
 
 def determined_mask(ds, split):
@@ -173,12 +194,7 @@ def _model_config(cfg: ExperimentConfig, ds, train_split):
     if cfg.control == "router_loss_detached":
         coded["router_loss_detached"] = True
     if cfg.model.entity_codes is not None:       # the entities are the vocabulary's last block
-        tok = ds.tokenizer
-        start = ds.vocab_size - tok.n_entity
-        require(sorted(int(i) for i in tok.entity_ids) == list(range(start, ds.vocab_size)),
-                "tokenizer.entity_ids", "not the vocabulary's last block",
-                "entity ids code_start .. vocab_size-1 (fixed codes replace those rows)")
-        coded["code_start"] = start
+        coded["code_start"] = entity_code_start(ds)
     return cfg.model.config(vocab_size=ds.vocab_size, max_len=train_split.inputs.shape[1],
                             top_k=1, gate="switch", **coded)
 

@@ -31,8 +31,9 @@ from ..task_routing.config import NestedConfig, code_fingerprint
 #: baseline that copies the first hop's object, per-sentence correctness and intervals
 #: clustered by fact; 4: that baseline's keys are renamed after the middle entity m of
 #: s → m → o, copy_middle_baseline and copy_middle_correct -- bumped so that a version-3 file,
-#: which lacks the new keys, is ignored as another version, not refused as unreadable)
-RESULT_VERSION = 4
+#: which lacks the new keys, is ignored as another version, not refused as unreadable; 5: fixed
+#: entity codes allowed, and the experts-off witness recorded)
+RESULT_VERSION = 5
 
 #: depths a run may have: one layer (paper A's model) or one layer per hop
 LAYERS = (1, 2)
@@ -55,6 +56,20 @@ DEFAULT_TEMPLATES: dict[tuple[str, str], tuple[str, ...]] = {
                       "Official documents of ⋆1 are printed in ⋆2 letters."),
     ("P17", "P38"): ("People in ⋆1 pay with their country's currency, the ⋆2.",
                      "Shops in ⋆1 take the national currency, the ⋆2."),
+}
+
+
+#: the control of the template-word confound (ours): two-hop templates of the same chains
+#: whose words before the object slot (what the object-predicting position reads) occur in no
+#: template of their hops (checked by :func:`~.measure.shared_hop_words`).  With
+#: :data:`DEFAULT_TEMPLATES` a router keying on "capital" or "written in the" sends a two-hop
+#: query to its hop's expert without knowing the hop; with these, no word can.
+WORD_DISJOINT_TEMPLATES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("P17", "P36"): ("⋆1 sits inside a nation whose government meets at ⋆2.",
+                     "Ministers serving ⋆1 gather at ⋆2.",
+                     "National power over ⋆1 resides at ⋆2."),
+    ("P37", "P282"): ("Government papers from ⋆1 use ⋆2 characters.",
+                      "Signs across ⋆1 show ⋆2 glyphs."),
 }
 
 
@@ -180,8 +195,6 @@ class TwoHopConfig(NestedConfig):
         self._check_run()
         require(self.model.n_layers in LAYERS, "TwoHopConfig.model.n_layers",
                 self.model.n_layers, "1 or 2 (one layer, or one layer per hop)")
-        require(self.model.entity_codes is None, "TwoHopConfig.model.entity_codes",
-                self.model.entity_codes, "None (the two-hop vocabulary has no entity codes)")
 
     def as_dict(self) -> dict:
         """The parts as dicts and the run's own fields: what a result's ``config`` holds."""
@@ -227,11 +240,22 @@ def _config(cfg) -> TwoHopConfig:
 
 def two_hop_grid(n_layers: Iterable[int] = LAYERS, objectives: Iterable[str] = OBJECTIVES,
                  seeds: Iterable[int] = (0, 1), base: TwoHopConfig | None = None,
-                 **changes) -> list[TwoHopConfig]:
+                 cells: Iterable | None = None, **changes) -> list[TwoHopConfig]:
     """Every combination of depth × objective × seed on ``base`` (default: the defaults) with
     ``changes`` (fields of any part), validated up front.  The values of each axis must be
     distinct (``seeds=[0, 0]`` would give two configurations of one run, one cache key, and
-    an interval over seeds would count that run twice): a repeated value is refused, named."""
+    an interval over seeds would count that run twice): a repeated value is refused, named.
+    ``cells``: the (n_layers, objective) pairs to train, × seeds (None: every depth × every
+    objective) -- a profile spends its seeds on the cells its verdicts read."""
+    if cells is not None:
+        cells = sequence("cells", cells, "a sequence of [n_layers, objective] pairs")
+        for i, c in enumerate(cells):
+            require(isinstance(c, (list, tuple)) and len(c) == 2, f"cells[{i}]", c,
+                    "an [n_layers, objective] pair")
+        keys = [(int(n), str(o)) for n, o in cells]
+        require(len(set(keys)) == len(keys), "cells", cells, "distinct pairs")
+        return [cfg for n, o in keys for cfg in two_hop_grid(
+            [n], [o], seeds, base, **changes)]
     base = TwoHopConfig() if base is None else _config(base)
     axes = {name: sequence(name, values, "a sequence of values (a list, even of one)")
             for name, values in (("n_layers", n_layers), ("objectives", objectives),
@@ -252,4 +276,4 @@ def two_hop_grid(n_layers: Iterable[int] = LAYERS, objectives: Iterable[str] = O
 
 
 __all__ = ["DEFAULT_TEMPLATES", "LAYERS", "RESULT_VERSION", "TWO_HOP_CODE", "TwoHopConfig",
-           "TwoHopData", "two_hop_grid"]
+           "TwoHopData", "WORD_DISJOINT_TEMPLATES", "two_hop_grid"]

@@ -16,6 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..._internal.validation import instance, integer, require
+from ..task_routing.data import experts_knocked_out
 from .config import TwoHopConfig, TwoHopData, _config
 
 
@@ -32,6 +33,26 @@ def _dataset(data: TwoHopData):
 def two_hop_dataset(cfg: TwoHopConfig):
     """The run's :class:`~moe_routing.knowledge.two_hop_dataset.MixedKnowledgeDataset`."""
     return _dataset(_config(cfg).data)
+
+
+def shared_hop_words(ds) -> dict[str, tuple[str, ...]]:
+    """Per two-hop task of ``ds``, the words (punctuation included) its templates have before
+    the object slot -- what the object-predicting position reads -- that occur in any
+    template of its two hops, sorted.  What a router could key on to send a two-hop query to
+    a hop's expert without knowing the hop: :data:`~.config.DEFAULT_TEMPLATES` share some
+    ("capital", "written"), :data:`~.config.WORD_DISJOINT_TEMPLATES` none."""
+    from ...knowledge.templates import WILDCARDS
+
+    hops = hop_tasks(ds)
+    out = {}
+    for k, task in enumerate(ds.tasks):
+        if hops[k, 0] == k:                          # a single-hop task
+            continue
+        mine = {w for tp in task.templates for w in tp.tokens[:tp.object_pos]
+                if w not in WILDCARDS}
+        theirs = {w for h in hops[k] for tp in ds.tasks[int(h)].templates for w in tp.words}
+        out[task.name] = tuple(sorted(mine & theirs))
+    return out
 
 
 def hop_tasks(ds) -> np.ndarray:
@@ -189,6 +210,15 @@ def evaluate_two_hop(model, ds, parts: TwoHopSplit, n_experts: int) -> dict:
     out["held_out"] = _scored(held_ok, held_facts)
     out["train_single_hop"] = float(tr_correct[~tr_two].mean()) if (~tr_two).any() else None
     out["train_two_hop"] = float(tr_correct[tr_two].mean()) if tr_two.any() else None
+    # the witness: what the model recalls with every expert's output zeroed (routing
+    # unchanged) -- the experts hold the facts where this falls far below the scores above
+    with experts_knocked_out(model):
+        off_tr = _correct(model, _take(enc, parts.train[:n_tr]))
+        out["experts_off"] = dict(
+            train_single_hop=float(off_tr[~tr_two].mean()) if (~tr_two).any() else None,
+            train_two_hop=float(off_tr[tr_two].mean()) if tr_two.any() else None,
+            single_hop=float(_correct(model, single).mean()) if len(single) else None,
+            held_out=float(_correct(model, held).mean()) if len(held) else None)
 
     # base rates of the held-out score
     obj_tr, obj_held = _objects(tr).numpy(), _objects(held).numpy()

@@ -83,6 +83,7 @@ import numpy as np
 
 from ..._internal.validation import choice, fail, flag, integer, require, sequence, sequence_of
 from ..grid.cache import load_cached, read_cached
+from ..task_routing.data import entity_code_start
 from .config import RESULT_VERSION, TwoHopConfig, _config
 from .measure import (_correct, _take, evaluate_two_hop, hop_tasks, layer_targets, two_hop_dataset,
                       two_hop_split)
@@ -104,7 +105,8 @@ def result_path(cfg: TwoHopConfig, artifacts_dir: str | Path) -> Path:
 
 #: what a cached result must hold to be used (a file lacking any of them is re-run)
 RESULT_KEYS = ("version", "key", "config", "training_key", "single_hop", "two_hop_seen",
-               "held_out", "majority_baseline", "routing", "history", "steps", "wall_s")
+               "held_out", "majority_baseline", "experts_off", "routing", "history", "steps",
+               "wall_s")
 
 
 def _read_cached(cfg: TwoHopConfig, folder) -> tuple[dict | None, str | None]:
@@ -153,7 +155,10 @@ def run_two_hop(cfg: TwoHopConfig, artifacts_dir: str | Path | None = None,
     enc = ds.encode_split("all")
     tr = _take(enc, parts.train)
     data = TrainData.from_split(tr, layer_tasks=layer_targets(tr, hops, cfg.model.n_layers))
-    mcfg = cfg.model.config(ds.vocab_size, enc.inputs.shape[1], top_k=1, gate="switch")
+    coded = ({} if cfg.model.entity_codes is None          # the entities' rows fixed codes
+             else {"code_start": entity_code_start(ds)})
+    mcfg = cfg.model.config(ds.vocab_size, enc.inputs.shape[1], top_k=1, gate="switch",
+                            **coded)
     tcfg = cfg.loop_config(device, progress=progress)
     groups = {name: _take(enc, getattr(parts, name))
               for name in ("single_test", "seen", "held_out")}
@@ -264,7 +269,9 @@ def two_hop_frame(results: Sequence[dict]):
                    copyable_fraction=r["copyable_fraction"],
                    held_out_non_majority=r["accuracy_non_majority"]["accuracy"],
                    composition_accuracy=r["composition_accuracy"],
-                   train_two_hop=r["train_two_hop"], train_single_hop=r["train_single_hop"])
+                   train_two_hop=r["train_two_hop"], train_single_hop=r["train_single_hop"],
+                   train_single_hop_experts_off=r["experts_off"]["train_single_hop"],
+                   entity_codes=c["model"].get("entity_codes"))
         for layer, hop in ((1, 1), (2, 2), (1, 2)):
             x = _routing_at(r, layer, hop)
             p = f"l{layer}_hop{hop}"
@@ -345,6 +352,8 @@ def two_hop_cells(results: Sequence[dict]):
             row[col] = float(g[col].mean())
         row["held_out_non_majority"] = float(g["held_out_non_majority"].mean())
         row["train_single_hop"] = float(g["train_single_hop"].mean())
+        # the witness: the same training facts with every expert's output zeroed
+        row["train_single_hop_experts_off"] = float(g["train_single_hop_experts_off"].mean())
         for col in ("l1_hop1_reuse", "l2_hop2_reuse", "l1_hop1_designated",
                     "l2_hop2_designated"):
             row[col] = float(g[col].mean())

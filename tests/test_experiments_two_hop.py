@@ -535,3 +535,21 @@ def test_the_chapters_reading_of_the_held_out_verdict_and_its_witness_table():
     row = shown.witness_table(cells).iloc[0]
     assert (row["single-hop training facts (%)"], row["experts off (%)"],
             row["held by the experts (points)"]) == ("100", "34", "66")
+
+
+def test_convergence_reads_the_held_out_score_and_its_noise(tiny_run):
+    """One entry per run: the CE drop and the held-out change come from the run's history
+    (the evaluation at three quarters against the last), the noise is the binomial one of two
+    evaluations on its held-out sentences."""
+    from moe_routing.experiments.two_hop import two_hop_convergence
+
+    cfg, _, r = tiny_run
+    (label, (drop, change, noise)), = two_hop_convergence([r]).items()
+    assert label == "2 layers, ce+lb, seed 0"
+    evals = {e["step"]: e["held_out"] for e in r["history"]["evals"]}
+    last = max(evals)
+    q3 = min((s for s in evals if s < last), key=lambda s: abs(s - 0.75 * last))
+    assert change == pytest.approx(evals[last] - evals[q3])
+    p, n = r["held_out"]["accuracy"], r["held_out"]["n"]
+    assert noise == pytest.approx(1.96 * np.sqrt(2 * p * (1 - p) / n))
+    assert np.isfinite(drop) or cfg.train.steps < 10       # 6 steps: too few logged losses

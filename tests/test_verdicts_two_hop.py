@@ -141,3 +141,18 @@ def test_hop_blind_reuse_is_the_reuse_of_a_router_that_ignores_the_hop():
         r.hop_blind_reuse(counts, [0, 3])
     with pytest.raises(ValueError, match="at least one query"):
         r.hop_blind_reuse([[0, 0]], [0])
+
+
+def test_runs_still_moving_decide_neither_held_out_verdict():
+    """A result that would read *our extension* (every difference resolved above 0) or *not
+    supported* reads *inconclusive* when the runs had not converged, naming the convergence
+    claim; converged runs keep their verdicts."""
+    up, down = (0.2, 0.1, 0.3), (-0.2, -0.3, -0.1)
+    assert r.held_out_composes(up, up, up, 20, 0.9).verdict == "our extension"
+    assert r.depth_composes(down, 0.9).verdict == "not supported"
+    for verdict in (r.held_out_composes(up, up, up, 20, 0.9, converged=False),
+                    r.depth_composes(down, 0.9, converged=False)):
+        assert verdict.verdict == "inconclusive"
+        assert "X-two-hop-converged" in verdict.reason
+    with pytest.raises(ValueError, match="converged"):
+        r.depth_composes(up, 0.9, converged="yes")

@@ -48,7 +48,7 @@ OURS = (("X-bridge-margins", "the task-router loss buys large router margins"),
 
 #: rows that check the book's experiments rather than state a result (a caveat on the
 #: verdicts they name): listed apart on the Findings page, not counted among the results
-CAVEATS = ("X-training-converged",)
+CAVEATS = ("X-training-converged", "X-two-hop-converged")
 
 #: the capacity witness, as the training chapter writes it into the A-* notes
 _WITNESS = re.compile(r"keeps ([\d.]+) % of its ([\d.]+) %")

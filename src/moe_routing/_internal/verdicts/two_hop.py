@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..display import share_interval
-from ..validation import integer, number, require
+from ..validation import flag, integer, number, require
 from . import rule
 from .construction import check_eps, fmt_eps
 from .training import _difference, _dv
@@ -112,7 +112,8 @@ def additive_sizes(sizes: Sequence[int], sizes_cut: Sequence[int], composed: int
 
 @rule
 def held_out_composes(vs_control, vs_majority, vs_copy_middle, n_compositions: int,
-                      hops_learned: float, *, min_learned: float = 0.5):
+                      hops_learned: float, *, min_learned: float = 0.5,
+                      converged: bool = True):
     """X-two-hop-held-out: a two-layer MoE transformer trained with the task-router loss
     answers held-out compositions more often than its one-layer control and than both
     shortcuts a query allows -- the majority answer of its task and the first hop's object
@@ -125,8 +126,9 @@ def held_out_composes(vs_control, vs_majority, vs_copy_middle, n_compositions: i
     the held-out compositions per run; ``hops_learned``: the lower of the two cells' training
     exact match on the single-hop sentences (the hops a composition needs).
 
-    * inconclusive — first, when ``hops_learned`` < ``min_learned`` (0.5): models that did not
-      learn the hops can neither show nor refute composing them;
+    * inconclusive — first, when the runs had not ``converged`` (a held-out score still
+      moving decides nothing), or when ``hops_learned`` < ``min_learned`` (0.5): models that
+      did not learn the hops can neither show nor refute composing them;
     * our extension — all three intervals lie above 0 (the model beats each, resolved);
     * not supported — some interval lies at or below 0: the model is resolvably no better than
       the control or a shortcut (an exact tie, with no spread, counts: it is no better);
@@ -145,6 +147,8 @@ def held_out_composes(vs_control, vs_majority, vs_copy_middle, n_compositions: i
     txt = ("held-out exact match, model − " + ", − ".join(f"{short[k]} {_dv(v)}"
                                                          for k, v in d.items())
            + f" ({n_compositions} held-out compositions)")
+    if not flag("converged", converged):
+        return UNDECIDED, txt + ": the runs had not converged (X-two-hop-converged)"
     if hops_learned < min_learned:
         return UNDECIDED, txt + (f": the models learned too little (single-hop training exact "
                                  f"match {100 * hops_learned:.0f} % < "
@@ -159,7 +163,8 @@ def held_out_composes(vs_control, vs_majority, vs_copy_middle, n_compositions: i
 
 
 @rule
-def depth_composes(two_minus_one, hops_learned: float, *, min_learned: float = 0.5):
+def depth_composes(two_minus_one, hops_learned: float, *, min_learned: float = 0.5,
+                   converged: bool = True):
     """X-two-hop-generalise: with one layer per hop, a two-layer model answers held-out
     compositions better than a one-layer model trained with the same objective.
 
@@ -167,7 +172,8 @@ def depth_composes(two_minus_one, hops_learned: float, *, min_learned: float = 0
     (a PairedDifference or ``(mean, low, high)``, clustered by composition, paired by seed);
     ``hops_learned`` as in :func:`held_out_composes`.
 
-    * inconclusive — first, when ``hops_learned`` < ``min_learned`` (0.5);
+    * inconclusive — first, when the runs had not ``converged`` or ``hops_learned`` <
+      ``min_learned`` (0.5);
     * our extension — the interval lies above 0;
     * not supported — it lies at or below 0 (two layers resolvably no better);
     * inconclusive — it straddles 0.
@@ -176,6 +182,8 @@ def depth_composes(two_minus_one, hops_learned: float, *, min_learned: float = 0
     hops_learned = number("hops_learned", hops_learned, low=0.0, high=1.0)
     min_learned = number("min_learned", min_learned, low=0.0, high=1.0)
     txt = f"held-out exact match, 2 layers − 1 layer {_dv(d)}"
+    if not flag("converged", converged):
+        return UNDECIDED, txt + ": the runs had not converged (X-two-hop-converged)"
     if hops_learned < min_learned:
         return UNDECIDED, txt + (f": the models learned too little (single-hop training exact "
                                  f"match {100 * hops_learned:.0f} % < "

@@ -369,7 +369,7 @@ def _shared_with(cfg: ExperimentConfig, row: dict) -> None:
         row["shared_with"] = cfg.key()
 
 
-def convergence(result: dict, tail: float = 0.2) -> dict:
+def convergence(result: dict, tail: float = 0.2, metric: str = "accuracy") -> dict:
     """Has a run stopped improving?  Two measurements from its ``history``.
 
     ``ce_drop`` — the relative decrease of the logged training cross-entropy from the window
@@ -383,6 +383,8 @@ def convergence(result: dict, tail: float = 0.2) -> dict:
     numbers are what the chapter's convergence rule judges, the reader sees both.  A run too
     short to have a logged loss in both windows (or without evaluations) gets NaN for what
     cannot be measured; the chapter's rule refuses NaN, so such a run cannot pass as converged.
+    ``metric``: the evaluation's key of the accuracy judged (``accuracy``; a two-hop run's
+    ``held_out``, the quantity its verdicts compare).
     """
     tail = number("tail", tail, low=0.01, high=0.5)
     if not isinstance(result, dict) or "history" not in result:
@@ -398,7 +400,7 @@ def convergence(result: dict, tail: float = 0.2) -> dict:
     else:
         ce_prev = ce_last = float("nan")
     evals = h.get("evals") or []
-    acc = {int(e["step"]): float(e["accuracy"]) for e in evals}
+    acc = {int(e["step"]): float(e[metric]) for e in evals}
     # the evaluation closest to three quarters of training, strictly before the last one
     q3 = [s for s in acc if s < max(acc, default=0) and s >= 0.6 * total]
     q3_step = min(q3, key=lambda s: abs(s - 0.75 * total)) if q3 else None

@@ -10,9 +10,9 @@ from .config import (DEFAULT_TEMPLATES, WORD_DISJOINT_TEMPLATES, TwoHopConfig, T
                      two_hop_grid)
 from .measure import TwoHopSplit, shared_hop_words, two_hop_dataset, two_hop_split
 from .runs import (held_out_differences, load_two_hop, run_two_hop, run_two_hop_grid,
-                   two_hop_cells, two_hop_frame)
+                   two_hop_cells, two_hop_convergence, two_hop_frame)
 
 __all__ = ["DEFAULT_TEMPLATES", "TwoHopConfig", "TwoHopData", "TwoHopSplit",
            "WORD_DISJOINT_TEMPLATES", "held_out_differences", "load_two_hop", "run_two_hop",
-           "run_two_hop_grid", "shared_hop_words", "two_hop_cells", "two_hop_dataset",
-           "two_hop_frame", "two_hop_grid", "two_hop_split"]
+           "run_two_hop_grid", "shared_hop_words", "two_hop_cells", "two_hop_convergence",
+           "two_hop_dataset", "two_hop_frame", "two_hop_grid", "two_hop_split"]

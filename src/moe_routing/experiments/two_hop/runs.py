@@ -287,6 +287,26 @@ def two_hop_frame(results: Sequence[dict]):
     return pd.DataFrame(rows)
 
 
+def two_hop_convergence(results: Sequence[dict]) -> dict[str, tuple[float, float, float]]:
+    """Run label -> (CE drop over the last fifth of training, change of held-out exact match
+    over the last quarter, the noise of that change), each run once: what
+    :func:`~moe_routing._internal.verdicts.training.runs_converged` judges.  Held-out exact match
+    is the quantity the chapter's verdicts compare; its noise is ``1.96·√(2p(1 − p)/n)`` on the
+    run's ``n`` held-out sentences (two evaluations, each with its binomial error)."""
+    from ..task_routing.runs import convergence
+
+    results = sequence("results", results, "a sequence of result dicts (from run_two_hop_grid)")
+    out = {}
+    for r in results:
+        c, cv = r["config"], convergence(r, metric="held_out")
+        words = ", word-disjoint templates" if c["data"].get("templates") else ""
+        label = f"{c['model']['n_layers']} layers, {c['objective']}, seed {c['seed']}{words}"
+        p, n = float(r["held_out"]["accuracy"]), int(r["held_out"]["n"])
+        out[label] = (cv["ce_drop"], cv["acc_change"],
+                      1.96 * float(np.sqrt(2 * p * (1 - p) / max(n, 1))))
+    return out
+
+
 def _cell_runs(results: Sequence[dict], n_layers: int, objective: str) -> list[dict]:
     """The runs of one (depth, objective) cell, in seed order."""
     runs = [r for r in results if r["config"]["model"]["n_layers"] == n_layers

@@ -288,3 +288,52 @@ def test_papermill_check_sees_a_second_equals_sign():
     """The check above can fail: a comment with an ``=`` is what broke two chapters' logs."""
     assert papermill_unparsed("n = 4                # size = n\n") != []
     assert papermill_unparsed("n = 4                # size of n\n") == []
+
+
+def glued_twice(text: str) -> list[str]:
+    """The literal glue keys a chapter's code glues at two places that can both run: in two
+    cells, or twice in one cell outside the two arms of one ``if``.  Jupyter Book refuses a
+    duplicate key only at the end of a full build (minutes later); this finds it in the source."""
+    import ast
+
+    sites: dict[str, list[tuple[int, tuple]]] = {}
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)\n```", text, flags=re.S)
+    for i, cell in enumerate(cells):
+        body = "\n".join(ln for ln in cell.splitlines() if not ln.startswith(":"))
+        body = re.sub(r"^---\n.*?\n---\n", "", body, flags=re.S)
+
+        def walk(node, path):
+            if isinstance(node, ast.If):
+                for arm, stmts in (("then", node.body), ("else", node.orelse)):
+                    for s in stmts:
+                        walk(s, path + ((id(node), arm),))
+                walk(node.test, path)
+                return
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "glue"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                sites.setdefault(node.args[0].value, []).append((i, path))
+            for child in ast.iter_child_nodes(node):
+                walk(child, path)
+
+        walk(ast.parse(body), ())
+
+    def exclusive(a, b) -> bool:          # the two arms of one if, in one cell
+        return a[0] == b[0] and any(x[0] == y[0] and x[1] != y[1]
+                                    for x, y in zip(a[1], b[1]))
+
+    return sorted(k for k, s in sites.items()
+                  if any(not exclusive(a, b) for j, a in enumerate(s) for b in s[j + 1:]))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_glue_key_is_glued_twice(path):
+    assert glued_twice(path.read_text(encoding="utf-8")) == []
+
+
+def test_glued_twice_finds_a_duplicate_and_spares_the_arms_of_an_if():
+    cell = "```{{code-cell}} ipython3\n{}\n```\n"
+    if_else = cell.format('if x:\n    glue("a", 1)\nelse:\n    glue("a", 2)')
+    assert glued_twice(if_else) == []
+    assert glued_twice(if_else + cell.format('glue("a", 3)')) == ["a"]
+    assert glued_twice(cell.format('glue("b", 1)\nglue("b", 2)')) == ["b"]
+    assert glued_twice(cell.format('if x:\n    glue("c", 1)\nglue("c", 2)')) == ["c"]

@@ -302,20 +302,20 @@ def glued_twice(text: str) -> list[str]:
         body = "\n".join(ln for ln in cell.splitlines() if not ln.startswith(":"))
         body = re.sub(r"^---\n.*?\n---\n", "", body, flags=re.S)
 
-        def walk(node, path):
+        def walk(node, path, cell):
             if isinstance(node, ast.If):
                 for arm, stmts in (("then", node.body), ("else", node.orelse)):
                     for s in stmts:
-                        walk(s, path + ((id(node), arm),))
-                walk(node.test, path)
+                        walk(s, path + ((id(node), arm),), cell)
+                walk(node.test, path, cell)
                 return
             if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "glue"
                     and node.args and isinstance(node.args[0], ast.Constant)):
-                sites.setdefault(node.args[0].value, []).append((i, path))
+                sites.setdefault(node.args[0].value, []).append((cell, path))
             for child in ast.iter_child_nodes(node):
-                walk(child, path)
+                walk(child, path, cell)
 
-        walk(ast.parse(body), ())
+        walk(ast.parse(body), (), i)
 
     def exclusive(a, b) -> bool:          # the two arms of one if, in one cell
         return a[0] == b[0] and any(x[0] == y[0] and x[1] != y[1]

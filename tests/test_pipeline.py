@@ -579,7 +579,7 @@ def test_book_runs_the_grid_chapters_in_order_beside_the_others():
     assert with_workers and with_workers <= set(grid), with_workers - set(grid)
     # the recipe (read, not run: `make -n` would still run the recursive makes)
     recipe = makefile[makefile.index("\nbook:"):].split("\n\n")[0]
-    one_thread = recipe.index("export $(ONE_THREAD)")
+    one_thread = recipe.index("export $(ONE_THREAD) $(HEAP_REUSE);")
     grids = recipe.index("$(addprefix run-,$(filter $(GRID_FIRST),$(ALL_NOTEBOOKS)))")
     together = recipe.index("-j2 $(addprefix run-,$(filter $(GRID_AFTER),$(ALL_NOTEBOOKS)))")
     background = recipe.index("& grids=$$!")
@@ -596,6 +596,31 @@ def test_book_runs_the_grid_chapters_in_order_beside_the_others():
     assert sorted(theory) == sorted(chapters - set(grid)), theory
     longest = re.search(r"^LONGEST_FIRST\s*:=\s*(.*)$", makefile, re.M).group(1).split()
     assert longest and set(longest) <= set(theory) and theory[:len(longest)] == longest
+
+
+def test_heap_reuse_is_what_its_benchmark_measures():
+    """The allocator settings every lane of the Makefile exports (book, tests, floors) are the
+    ones benchmarks/bench_heap_reuse.py measures, and each is a setting glibc reads (a name
+    misspelt is ignored by glibc without a word)."""
+    import importlib.util
+    import re
+
+    ROOT = Path(__file__).resolve().parents[1]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    line = re.search(r"^HEAP_REUSE\s*:=\s*(.*)$", makefile, re.M).group(1)
+    settings = dict(item.split("=", 1) for item in line.split())
+    spec = importlib.util.spec_from_file_location("bench_heap_reuse",
+                                                  ROOT / "benchmarks/bench_heap_reuse.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert settings == bench.HEAP_REUSE
+    glibc = {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
+             "MALLOC_MMAP_MAX_", "MALLOC_ARENA_MAX"}
+    assert set(settings) <= glibc, set(settings) - glibc
+    # the mmap threshold is honoured up to 32 MiB on 64-bit glibc (a larger value is refused)
+    assert 0 < int(settings["MALLOC_MMAP_THRESHOLD_"]) <= 32 * 2**20
+    assert makefile.count("export $(ONE_THREAD) $(HEAP_REUSE);") == 3
+    assert makefile.count("export $(ONE_THREAD)") == 3
 
 
 def test_grid_environment_names_are_the_executors():

@@ -294,10 +294,10 @@ OTHER_DISPATCH := MKL_ENABLE_INSTRUCTIONS=SSE4_2 ATEN_CPU_CAPABILITY=default OPE
 # (BOOK_TESTS: the smoke book's execution and HTML, the student edition, the PDF, the browser
 # checks, the release bundle), whose output goes to TEST_BOOK_LOG and is printed when it ends,
 # and the unit lane (every other test, then the kernel tests again under OTHER_DISPATCH, then
-# the assignments, built and graded in temporary folders: the book lane is the longer one, about
-# 19 minutes on 2 cores with them, the unit lane 13 without). The lanes share nothing but the
-# library's wheel, built once before they start (every later `make wheel` finds it up to date):
-# the unit tests build their projects under pytest's temporary folders.
+# the assignments, built and graded in temporary folders; about 16 minutes each on 2 cores,
+# where the book lane took 19 with the assignments and the unit lane 13). The lanes share
+# nothing but the library's wheel, built once before they start (every later `make wheel` finds
+# it up to date): the unit tests build their projects under pytest's temporary folders.
 # TEST_LANES=1 runs the two one after the other.
 BOOK_TESTS    := book
 TEST_BOOK_LOG := build/test-book.log

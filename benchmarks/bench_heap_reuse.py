@@ -18,7 +18,7 @@ landscape chapter's critical-point search (K = 3 in the plane) at the chapter's 
 Measured on 2 cores, one process at a time (2026-12-06): glibc's defaults 33.5 s user, 3.8 s
 system, 1.56 million minor faults; HEAP_REUSE 31.9 s user, 0.8 s system, 0.10 million faults,
 the same peak memory (654 MB); CPU ratio 1.14, the 18 critical points identical.  With 8
-starts the arrays are smaller (fewer of them above glibc's threshold) and the gain is 2 %.
+starts the gain was 2 % in one run and 11 % in another (a quarter of the faults either way).
 Over the nine theory chapters of ``make book`` (two at a time) system time fell from 74 s to
 48 s, the claims byte for byte the same.
 Usage: python benchmarks/bench_heap_reuse.py [--starts 32] [--repeat 1]
@@ -29,14 +29,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-#: the Makefile's HEAP_REUSE, which this benchmark measures (a test holds the two equal)
-HEAP_REUSE = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296",
-              "MALLOC_TOP_PAD_": "268435456"}
+MAKEFILE = Path(__file__).resolve().parents[1] / "Makefile"
+
+
+def heap_reuse(makefile: Path = MAKEFILE) -> dict[str, str]:
+    """The settings of the Makefile's ``HEAP_REUSE := NAME=value ...`` line, read from it (the
+    benchmark measures what ``make`` exports, never a copy of it)."""
+    m = re.search(r"^HEAP_REUSE\s*:=\s*(.*)$", makefile.read_text(encoding="utf-8"), re.M)
+    if m is None:
+        raise ValueError(f"{makefile}: no line 'HEAP_REUSE := NAME=value ...'")
+    return dict(item.split("=", 1) for item in m.group(1).split())
+
 
 WORKLOAD = """
 import hashlib, json, sys
@@ -54,11 +64,10 @@ print(json.dumps({"points": len(r.points), "digest": h.hexdigest()}))
 """
 
 
-def run_once(heap_reuse: bool, starts: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in HEAP_REUSE}
-    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    if heap_reuse:
-        env.update(HEAP_REUSE)
+def run_once(settings: dict[str, str], starts: int) -> dict:
+    """One run of the workload in a fresh process with ``settings`` (none: glibc's defaults)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", **settings)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", WORKLOAD, str(starts)], env=env, check=True,
@@ -75,10 +84,11 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args()
+    settings = heap_reuse()
     rows = {False: [], True: []}
     for _ in range(a.repeat):
-        for heap_reuse in (False, True):
-            rows[heap_reuse].append(run_once(heap_reuse, a.starts))
+        for reuse in (False, True):
+            rows[reuse].append(run_once(settings if reuse else {}, a.starts))
     best = {k: {m: min(r[m] for r in v) for m in ("user", "sys", "wall", "minflt")}
             | {"maxrss_mb": max(r["maxrss_mb"] for r in v)} for k, v in rows.items()}
     digests = {r["digest"] for v in rows.values() for r in v}

@@ -600,8 +600,8 @@ def test_book_runs_the_grid_chapters_in_order_beside_the_others():
 
 def test_heap_reuse_is_what_its_benchmark_measures():
     """The allocator settings every lane of the Makefile exports (book, tests, floors) are the
-    ones benchmarks/bench_heap_reuse.py measures, and each is a setting glibc reads (a name
-    misspelt is ignored by glibc without a word)."""
+    ones benchmarks/bench_heap_reuse.py reads and measures, and each is a setting glibc reads (a
+    name misspelt is ignored by glibc without a word)."""
     import importlib.util
     import re
 
@@ -613,7 +613,9 @@ def test_heap_reuse_is_what_its_benchmark_measures():
                                                   ROOT / "benchmarks/bench_heap_reuse.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    assert settings == bench.HEAP_REUSE
+    assert settings == bench.heap_reuse() and settings
+    with pytest.raises(ValueError, match="no line 'HEAP_REUSE"):
+        bench.heap_reuse(ROOT / "README.md")
     glibc = {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
              "MALLOC_MMAP_MAX_", "MALLOC_ARENA_MAX"}
     assert set(settings) <= glibc, set(settings) - glibc
